@@ -1,0 +1,74 @@
+// The engine's error catalogue: every failure the core or a transport reports is one of these.
+// Each entry fixes the HTTP status and the body shape the contract requires, so transports never
+// invent their own messages and the error handler renders them in one place.
+
+/** `plain` renders `{"error": m}`, `result` renders `{"success": false, "error": m}`. */
+export type ErrorShape = 'plain' | 'result';
+
+const CATALOGUE = {
+  DECODE: { status: 400, shape: 'plain' },
+  POLICY_REQUIRED: { status: 400, shape: 'result' },
+  DECRYPT_DATA_ONLY: { status: 400, shape: 'result' },
+  INVALID_REQUEST: { status: 400, shape: 'result' },
+  MALFORMED_CIPHERTEXT: { status: 400, shape: 'result' },
+  POLICY_NOT_FOUND: { status: 404, shape: 'result' },
+  KEY_NOT_FOUND: { status: 404, shape: 'result' },
+  POLICY_NOT_USABLE: { status: 409, shape: 'result' },
+  DECRYPTION_FAILED: { status: 422, shape: 'result' },
+  NOT_UTF8: { status: 422, shape: 'result' },
+  PAYLOAD_TOO_LARGE: { status: 413, shape: 'plain' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, shape: 'plain' },
+  NOT_FOUND: { status: 404, shape: 'plain' },
+  METHOD_NOT_ALLOWED: { status: 405, shape: 'plain' },
+  REQUEST_TIMEOUT: { status: 408, shape: 'plain' },
+  NOT_CONFIGURED: { status: 503, shape: 'plain' },
+  SHUTTING_DOWN: { status: 503, shape: 'plain' },
+  INTERNAL: { status: 500, shape: 'plain' },
+} as const satisfies Record<string, { status: number; shape: ErrorShape }>;
+
+export type ErrorCode = keyof typeof CATALOGUE;
+
+export class EngineError extends Error {
+  readonly status: number;
+  readonly shape: ErrorShape;
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'EngineError';
+    this.status = CATALOGUE[code].status;
+    this.shape = CATALOGUE[code].shape;
+  }
+
+  /** The response body the contract prescribes for this error. */
+  body(): { error: string } | { success: false; error: string } {
+    return this.shape === 'plain' ? { error: this.message } : { success: false, error: this.message };
+  }
+}
+
+export const errors = {
+  decode: (detail: string) => new EngineError('DECODE', `decode request: ${detail}`),
+  policyRequired: () => new EngineError('POLICY_REQUIRED', 'encrypt request requires policyCode or policyName'),
+  decryptDataOnly: () => new EngineError('DECRYPT_DATA_ONLY', 'decrypt request accepts data only'),
+  invalid: (detail: string) => new EngineError('INVALID_REQUEST', detail),
+  malformedCiphertext: () => new EngineError('MALFORMED_CIPHERTEXT', 'malformed ciphertext'),
+  policyNotFound: (ref: string) => new EngineError('POLICY_NOT_FOUND', `policy not found: ${ref}`),
+  keyNotFound: (alias: string, version: number) =>
+    new EngineError('KEY_NOT_FOUND', `key not found: ${alias} version ${version}`),
+  policyNotUsable: (code: string, reason: string) =>
+    new EngineError('POLICY_NOT_USABLE', `policy ${code} ${reason}`),
+  decryptionFailed: () => new EngineError('DECRYPTION_FAILED', 'decryption failed'),
+  notUtf8: () =>
+    new EngineError('NOT_UTF8', 'decrypted data is not valid UTF-8; use the binary frame transport'),
+  tooLarge: (detail: string) => new EngineError('PAYLOAD_TOO_LARGE', detail),
+  unsupportedMediaType: (type: string) =>
+    new EngineError('UNSUPPORTED_MEDIA_TYPE', `unsupported content type: ${type || '(none)'}`),
+  notFound: () => new EngineError('NOT_FOUND', 'not found'),
+  methodNotAllowed: () => new EngineError('METHOD_NOT_ALLOWED', 'method not allowed'),
+  requestTimeout: () => new EngineError('REQUEST_TIMEOUT', 'request timed out'),
+  notConfigured: () => new EngineError('NOT_CONFIGURED', 'crypto service is not configured'),
+  shuttingDown: () => new EngineError('SHUTTING_DOWN', 'engine is shutting down'),
+  internal: () => new EngineError('INTERNAL', 'internal error'),
+};

@@ -1,0 +1,180 @@
+// The execution service: the one place where requests become ciphertexts and back. Every transport
+// (JSON single and batch, NDJSON stream, binary frame) calls these methods and only adapts formats.
+import { formatEnvelope, HEADER_LENGTH, parseEnvelope } from './ciphertext-envelope.js';
+import { EngineError, errors } from './errors.js';
+import {
+  describeRef,
+  type EncryptRequest,
+  parseDecryptRequest,
+  parseEncryptRequest,
+  type PolicyRef,
+} from './request-validation.js';
+import type { RuntimeCache } from './runtime-cache.js';
+import type { RuntimeSnapshot } from './runtime-snapshot.js';
+import { ALGORITHM_IDS } from './aead.js';
+
+export interface ExecutionLimits {
+  /** Items in one batch (JSON or binary frame). */
+  readonly maxBatchItems: number;
+  /** Bytes of one item's data: plaintext on encrypt, ciphertext text on decrypt. */
+  readonly maxDataBytes: number;
+}
+
+export interface ItemSuccess {
+  readonly ok: true;
+  readonly policyCode: string;
+  readonly data: string;
+}
+
+export interface ItemFailure {
+  readonly ok: false;
+  readonly policyCode?: string;
+  readonly error: EngineError;
+}
+
+export type ItemOutcome = ItemSuccess | ItemFailure;
+
+export interface DecryptedBytes {
+  readonly policyCode: string;
+  readonly plaintext: Buffer;
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+function toFailure(error: unknown, policyCode?: string): ItemFailure {
+  if (error instanceof EngineError) return { ok: false, policyCode, error };
+  throw error;
+}
+
+export class ExecutionService {
+  constructor(
+    readonly cache: RuntimeCache,
+    readonly limits: ExecutionLimits,
+  ) {}
+
+  /** The current snapshot, or the 503 the contract prescribes when nothing is loaded. */
+  snapshot(): RuntimeSnapshot {
+    const snapshot = this.cache.current;
+    if (!snapshot.configured) throw errors.notConfigured();
+    return snapshot;
+  }
+
+  checkBatchSize(count: number): void {
+    if (count > this.limits.maxBatchItems) {
+      throw errors.tooLarge(`batch has ${count} items; the limit is ${this.limits.maxBatchItems}`);
+    }
+  }
+
+  /** Encrypts one item's bytes (or UTF-8 text) under a policy reference; returns the envelope. */
+  encryptData(snapshot: RuntimeSnapshot, ref: PolicyRef, data: string | Uint8Array): ItemSuccess {
+    const plaintext = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+    if (plaintext.length > this.limits.maxDataBytes) {
+      throw errors.tooLarge(`data exceeds ${this.limits.maxDataBytes} bytes`);
+    }
+    const policy =
+      'policyCode' in ref ? snapshot.policyByCode(ref.policyCode) : snapshot.policyByName(ref.policyName, ref.policyVersion);
+    if (!policy) throw errors.policyNotFound(describeRef(ref));
+    const context = snapshot.encryptContext(policy);
+    if (context instanceof EngineError) throw context;
+    const { key, header, aad } = context;
+    const body = Buffer.allocUnsafe(HEADER_LENGTH + plaintext.length + key.aead.overhead);
+    header.copy(body, 0);
+    const end = key.aead.sealInto(plaintext, aad, body, HEADER_LENGTH);
+    key.usage.encryptions++;
+    return { ok: true, policyCode: policy.policyCode, data: formatEnvelope(policy.policyCode, body.subarray(0, end)) };
+  }
+
+  /** Decrypts an envelope to bytes, resolving the policy and key version it names. */
+  decryptData(snapshot: RuntimeSnapshot, ciphertext: string): DecryptedBytes {
+    if (ciphertext.length > this.limits.maxDataBytes) {
+      throw errors.tooLarge(`data exceeds ${this.limits.maxDataBytes} bytes`);
+    }
+    const envelope = parseEnvelope(ciphertext);
+    const policy = snapshot.policyByCode(envelope.policyCode);
+    if (!policy) throw errors.policyNotFound(envelope.policyCode);
+    if (policy.status === 'DISABLED') throw errors.policyNotUsable(policy.policyCode, 'is disabled');
+    const key = snapshot.key(policy.keyAlias, envelope.keyVersion);
+    if (!key || key.status === 'DISABLED') throw errors.keyNotFound(policy.keyAlias, envelope.keyVersion);
+    if (ALGORITHM_IDS[key.aead.algorithm] !== envelope.algorithmId) throw errors.decryptionFailed();
+    const plaintext = key.aead.open(envelope.sealed, envelope.aad);
+    if (!plaintext) throw errors.decryptionFailed();
+    key.usage.decryptions++;
+    return { policyCode: policy.policyCode, plaintext };
+  }
+
+  /** Decrypts an envelope whose plaintext must be text (the JSON transports). */
+  decryptText(snapshot: RuntimeSnapshot, ciphertext: string): ItemSuccess {
+    const { policyCode, plaintext } = this.decryptData(snapshot, ciphertext);
+    try {
+      return { ok: true, policyCode, data: utf8.decode(plaintext) };
+    } catch {
+      throw errors.notUtf8();
+    }
+  }
+
+  encryptOne(body: unknown): ItemSuccess {
+    const request = parseEncryptRequest(body);
+    return this.encryptData(this.snapshot(), request.ref, request.data);
+  }
+
+  decryptOne(body: unknown): ItemSuccess {
+    const ciphertext = parseDecryptRequest(body);
+    return this.decryptText(this.snapshot(), ciphertext);
+  }
+
+  /** Each item is validated and encrypted on its own; results keep the request order. */
+  encryptMany(items: readonly unknown[]): ItemOutcome[] {
+    this.checkBatchSize(items.length);
+    const snapshot = this.snapshot();
+    const out = new Array<ItemOutcome>(items.length);
+    for (let i = 0; i < items.length; i++) {
+      let request: EncryptRequest | undefined;
+      try {
+        request = parseEncryptRequest(items[i]);
+        out[i] = this.encryptData(snapshot, request.ref, request.data);
+      } catch (error) {
+        out[i] = toFailure(error, request && 'policyCode' in request.ref ? request.ref.policyCode : undefined);
+      }
+    }
+    return out;
+  }
+
+  decryptMany(items: readonly unknown[]): ItemOutcome[] {
+    this.checkBatchSize(items.length);
+    const snapshot = this.snapshot();
+    const out = new Array<ItemOutcome>(items.length);
+    for (let i = 0; i < items.length; i++) {
+      try {
+        out[i] = this.decryptText(snapshot, parseDecryptRequest(items[i]));
+      } catch (error) {
+        out[i] = toFailure(error);
+      }
+    }
+    return out;
+  }
+
+  /** Binary frame items: plaintext bytes in, envelopes out (or bytes out on decrypt), one outcome per item. */
+  encryptBytesMany(items: readonly EncryptRequest<Uint8Array>[]): (ItemSuccess | ItemFailure)[] {
+    this.checkBatchSize(items.length);
+    const snapshot = this.snapshot();
+    return items.map((item) => {
+      try {
+        return this.encryptData(snapshot, item.ref, item.data);
+      } catch (error) {
+        return toFailure(error, 'policyCode' in item.ref ? item.ref.policyCode : undefined);
+      }
+    });
+  }
+
+  decryptBytesMany(ciphertexts: readonly string[]): (DecryptedBytes | ItemFailure)[] {
+    this.checkBatchSize(ciphertexts.length);
+    const snapshot = this.snapshot();
+    return ciphertexts.map((ciphertext) => {
+      try {
+        return this.decryptData(snapshot, ciphertext);
+      } catch (error) {
+        return toFailure(error);
+      }
+    });
+  }
+}

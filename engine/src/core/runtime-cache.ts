@@ -1,0 +1,50 @@
+// The runtime cache: holds the current snapshot and swaps it atomically. Whoever feeds it (dev mode,
+// a bootstrap file, the hub's syncs, the persisted store) goes through replace(); listeners hear of
+// every swap (persistence subscribes here).
+import type { KeyRecord, PolicyRecord } from './records.js';
+import { RuntimeSnapshot, type SnapshotContent } from './runtime-snapshot.js';
+import { UsageCounters } from './usage-counters.js';
+
+export type SnapshotListener = (snapshot: RuntimeSnapshot, previous: RuntimeSnapshot) => void;
+
+export class RuntimeCache {
+  readonly counters = new UsageCounters();
+  #current = RuntimeSnapshot.empty(this.counters);
+  readonly #listeners = new Set<SnapshotListener>();
+
+  get current(): RuntimeSnapshot {
+    return this.#current;
+  }
+
+  /** Builds a snapshot from content and makes it current; throws (changing nothing) if it is invalid. */
+  replace(content: SnapshotContent): RuntimeSnapshot {
+    const next = new RuntimeSnapshot(content, this.counters);
+    const previous = this.#current;
+    this.#current = next;
+    for (const listener of this.#listeners) listener(next, previous);
+    return next;
+  }
+
+  /** Upserts policies (by code) and keys (by alias and version) into a new snapshot. */
+  upsert(change: { policies?: readonly PolicyRecord[]; keys?: readonly KeyRecord[]; runtimeVersion?: string }): RuntimeSnapshot {
+    const current = this.#current;
+    const policies = new Map(current.policies.map((p) => [p.policyCode, p]));
+    for (const p of change.policies ?? []) policies.set(p.policyCode, p);
+    const keys = new Map(current.keys.map((k) => [`${k.alias}\u0000${k.version}`, k]));
+    for (const k of change.keys ?? []) keys.set(`${k.alias}\u0000${k.version}`, k);
+    return this.replace({
+      policies: [...policies.values()],
+      keys: [...keys.values()],
+      runtimeVersion: change.runtimeVersion ?? current.runtimeVersion,
+    });
+  }
+
+  clear(): RuntimeSnapshot {
+    return this.replace({ policies: [], keys: [], runtimeVersion: '' });
+  }
+
+  onChange(listener: SnapshotListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+}
