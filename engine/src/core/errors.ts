@@ -24,6 +24,15 @@ const CATALOGUE = {
   NOT_CONFIGURED: { status: 503, shape: 'plain' },
   SHUTTING_DOWN: { status: 503, shape: 'plain' },
   INTERNAL: { status: 500, shape: 'plain' },
+  // Operations API (spec section 7.2 and the decisions in docs/api.md).
+  IDENTITY_NOT_CONFIGURED: { status: 503, shape: 'plain' },
+  IDENTITY_INVALID: { status: 400, shape: 'plain' },
+  UNAUTHORIZED: { status: 401, shape: 'plain' },
+  HUB_URL_CHANGE: { status: 409, shape: 'plain' },
+  SYNC_EMPTY: { status: 400, shape: 'plain' },
+  SYNC_INVALID: { status: 400, shape: 'plain' },
+  HUB_FAILED: { status: 502, shape: 'result' },
+  STORE_UNAVAILABLE: { status: 503, shape: 'result' },
 } as const satisfies Record<string, { status: number; shape: ErrorShape }>;
 
 export type ErrorCode = keyof typeof CATALOGUE;
@@ -57,11 +66,9 @@ export const errors = {
   policyNotFound: (ref: string) => new EngineError('POLICY_NOT_FOUND', `policy not found: ${ref}`),
   keyNotFound: (alias: string, version: number) =>
     new EngineError('KEY_NOT_FOUND', `key not found: ${alias} version ${version}`),
-  policyNotUsable: (code: string, reason: string) =>
-    new EngineError('POLICY_NOT_USABLE', `policy ${code} ${reason}`),
+  policyNotUsable: (code: string, reason: string) => new EngineError('POLICY_NOT_USABLE', `policy ${code} ${reason}`),
   decryptionFailed: () => new EngineError('DECRYPTION_FAILED', 'decryption failed'),
-  notUtf8: () =>
-    new EngineError('NOT_UTF8', 'decrypted data is not valid UTF-8; use the binary frame transport'),
+  notUtf8: () => new EngineError('NOT_UTF8', 'decrypted data is not valid UTF-8; use the binary frame transport'),
   tooLarge: (detail: string) => new EngineError('PAYLOAD_TOO_LARGE', detail),
   unsupportedMediaType: (type: string) =>
     new EngineError('UNSUPPORTED_MEDIA_TYPE', `unsupported content type: ${type || '(none)'}`),
@@ -71,4 +78,18 @@ export const errors = {
   notConfigured: () => new EngineError('NOT_CONFIGURED', 'crypto service is not configured'),
   shuttingDown: () => new EngineError('SHUTTING_DOWN', 'engine is shutting down'),
   internal: () => new EngineError('INTERNAL', 'internal error'),
+  identityNotConfigured: () => new EngineError('IDENTITY_NOT_CONFIGURED', 'runtime identity is not configured'),
+  identityInvalid: (detail: string) => new EngineError('IDENTITY_INVALID', detail),
+  /** Rendered as the plain text body `unauthorized` (spec section 5), not as JSON. */
+  unauthorized: () => new EngineError('UNAUTHORIZED', 'unauthorized'),
+  hubUrlChange: () =>
+    new EngineError('HUB_URL_CHANGE', 'runtime identity hubUrl cannot be changed through registration'),
+  syncEmpty: (kind: 'policy' | 'key') =>
+    new EngineError(
+      'SYNC_EMPTY',
+      kind === 'policy' ? 'policy sync request has no policies' : 'key sync request has no keys',
+    ),
+  syncInvalid: (detail: string) => new EngineError('SYNC_INVALID', detail),
+  hubFailed: (detail: string) => new EngineError('HUB_FAILED', detail),
+  storeUnavailable: (detail: string) => new EngineError('STORE_UNAVAILABLE', `snapshot store unavailable: ${detail}`),
 };

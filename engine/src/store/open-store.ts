@@ -1,0 +1,95 @@
+// Opens the snapshot store on one of its two drivers and applies the drizzle-kit migrations before
+// anything reads it: PGlite in the data directory (the embedded default, or in memory for tests) or
+// PostgreSQL through DATABASE_URL with a small `pg` pool. Both get the same schema and migrations.
+import { fileURLToPath } from 'node:url';
+import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import type { Logger } from './logger.js';
+import * as schema from './schema.js';
+
+export type StoreDb = PgDatabase<PgQueryResultHKT, typeof schema>;
+export type StoreDriver = 'pglite' | 'postgres';
+
+export interface OpenedDb {
+  readonly db: StoreDb;
+  readonly driver: StoreDriver;
+  /** Where the data lives, without credentials: for logs and /runtime/info. */
+  readonly location: string;
+  close(): Promise<void>;
+}
+
+export interface StoreLocation {
+  /** postgres:// URL (DATABASE_URL); wins over pgliteDir. */
+  readonly databaseUrl?: string;
+  /** PGlite data directory; absent means an in-memory PGlite (tests). */
+  readonly pgliteDir?: string;
+  /** Per query limit on PostgreSQL, so a vanished server fails a sync quickly instead of hanging it. */
+  readonly queryTimeoutMs?: number;
+}
+
+const MIGRATIONS = {
+  migrationsFolder: fileURLToPath(new URL('../../drizzle/migrations', import.meta.url)),
+  migrationsSchema: 'svc_engine',
+  migrationsTable: '__drizzle_migrations',
+};
+
+/** Same key for every engine sharing a database: migrations run one engine at a time. */
+const MIGRATION_LOCK = 0x5356_4301;
+
+function redact(url: string): string {
+  try {
+    const parsed = new URL(url);
+    parsed.password = '';
+    parsed.username = parsed.username ? '***' : '';
+    return parsed.toString();
+  } catch {
+    return 'postgres (unparsable URL)';
+  }
+}
+
+async function openPglite(dir: string | undefined): Promise<OpenedDb> {
+  const { PGlite } = await import('@electric-sql/pglite');
+  const { drizzle } = await import('drizzle-orm/pglite');
+  const { migrate } = await import('drizzle-orm/pglite/migrator');
+  const client = dir === undefined ? new PGlite() : new PGlite(dir);
+  const db = drizzle(client, { schema });
+  await migrate(db, MIGRATIONS);
+  return { db, driver: 'pglite', location: dir ?? 'memory', close: () => client.close() };
+}
+
+async function openPostgres(url: string, queryTimeoutMs: number, log: Logger): Promise<OpenedDb> {
+  const { default: pg } = await import('pg');
+  const { drizzle } = await import('drizzle-orm/node-postgres');
+  const { migrate } = await import('drizzle-orm/node-postgres/migrator');
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: 4,
+    connectionTimeoutMillis: queryTimeoutMs,
+    query_timeout: queryTimeoutMs,
+    application_name: 'svc-engine',
+  });
+  // An idle client losing its server emits here; without a listener the process would crash.
+  pool.on('error', (error) => log.warn({ err: error.message }, 'snapshot store connection lost'));
+  const db = drizzle(pool, { schema });
+  const lock = await pool.connect();
+  try {
+    await lock.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+    await migrate(db, MIGRATIONS);
+  } finally {
+    await lock.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
+    lock.release();
+  }
+  return { db, driver: 'postgres', location: redact(url), close: () => pool.end() };
+}
+
+export async function openDb(location: StoreLocation, log: Logger): Promise<OpenedDb> {
+  try {
+    return location.databaseUrl
+      ? await openPostgres(location.databaseUrl, location.queryTimeoutMs ?? 5000, log)
+      : await openPglite(location.pgliteDir);
+  } catch (error) {
+    const where = location.databaseUrl
+      ? `DATABASE_URL (${redact(location.databaseUrl)})`
+      : `PGlite (${location.pgliteDir ?? 'memory'})`;
+    throw new Error(`cannot open the snapshot store at ${where}: ${(error as Error).message}`, { cause: error });
+  }
+}
