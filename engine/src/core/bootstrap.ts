@@ -13,9 +13,11 @@ export const DEMO_POLICIES = {
 } as const;
 
 export function parseBootstrap(doc: unknown, readMaterial: MaterialReader = readRawMaterial): SnapshotContent {
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw errors.invalid('bootstrap: must be a JSON object');
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc))
+    throw errors.invalid('bootstrap: must be a JSON object');
   const { policies, keys, runtimeVersion } = doc as Record<string, unknown>;
-  if (!Array.isArray(policies) || !Array.isArray(keys)) throw errors.invalid('bootstrap: policies and keys must be arrays');
+  if (!Array.isArray(policies) || !Array.isArray(keys))
+    throw errors.invalid('bootstrap: policies and keys must be arrays');
   if (runtimeVersion !== undefined && typeof runtimeVersion !== 'string') {
     throw errors.invalid('bootstrap: runtimeVersion must be a string');
   }
@@ -31,12 +33,38 @@ export function generateDevBootstrap(): Record<string, unknown> {
   return {
     runtimeVersion: 'dev',
     policies: [
-      { policyCode: DEMO_POLICIES.randomized, policyName: 'demo-random', policyVersion: 1, algorithm: 'AES-256-GCM', keyAlias: 'demo-gcm', status: 'ACTIVE' },
-      { policyCode: DEMO_POLICIES.deterministic, policyName: 'demo-deterministic', policyVersion: 1, algorithm: 'AES-256-SIV', keyAlias: 'demo-siv', status: 'ACTIVE' },
+      {
+        policyCode: DEMO_POLICIES.randomized,
+        policyName: 'demo-random',
+        policyVersion: 1,
+        algorithm: 'AES-256-GCM',
+        keyAlias: 'demo-gcm',
+        status: 'ACTIVE',
+      },
+      {
+        policyCode: DEMO_POLICIES.deterministic,
+        policyName: 'demo-deterministic',
+        policyVersion: 1,
+        algorithm: 'AES-256-SIV',
+        keyAlias: 'demo-siv',
+        status: 'ACTIVE',
+      },
     ],
     keys: [
-      { alias: 'demo-gcm', version: 1, algorithm: 'AES-256-GCM', status: 'ACTIVE', material: randomBytes(KEY_LENGTHS['AES-256-GCM']).toString('base64') },
-      { alias: 'demo-siv', version: 1, algorithm: 'AES-256-SIV', status: 'ACTIVE', material: randomBytes(KEY_LENGTHS['AES-256-SIV']).toString('base64') },
+      {
+        alias: 'demo-gcm',
+        version: 1,
+        algorithm: 'AES-256-GCM',
+        status: 'ACTIVE',
+        material: randomBytes(KEY_LENGTHS['AES-256-GCM']).toString('base64'),
+      },
+      {
+        alias: 'demo-siv',
+        version: 1,
+        algorithm: 'AES-256-SIV',
+        status: 'ACTIVE',
+        material: randomBytes(KEY_LENGTHS['AES-256-SIV']).toString('base64'),
+      },
     ],
   };
 }

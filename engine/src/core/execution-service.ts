@@ -1,17 +1,19 @@
 // The execution service: the one place where requests become ciphertexts and back. Every transport
 // (JSON single and batch, NDJSON stream, binary frame) calls these methods and only adapts formats.
+
+import { ALGORITHM_IDS } from './aead.js';
 import { formatEnvelope, HEADER_LENGTH, parseEnvelope } from './ciphertext-envelope.js';
 import { EngineError, errors } from './errors.js';
 import {
+  checkPolicyRef,
   describeRef,
   type EncryptRequest,
+  type PolicyRef,
   parseDecryptRequest,
   parseEncryptRequest,
-  type PolicyRef,
 } from './request-validation.js';
 import type { RuntimeCache } from './runtime-cache.js';
 import type { RuntimeSnapshot } from './runtime-snapshot.js';
-import { ALGORITHM_IDS } from './aead.js';
 
 export interface ExecutionLimits {
   /** Items in one batch (JSON or binary frame). */
@@ -33,6 +35,14 @@ export interface ItemFailure {
 }
 
 export type ItemOutcome = ItemSuccess | ItemFailure;
+
+/** A binary-frame encrypt item: raw bytes and the policy reference fields, checked like a JSON body's. */
+export interface RawBytesItem {
+  readonly data: Uint8Array;
+  readonly policyCode?: string;
+  readonly policyName?: string;
+  readonly policyVersion?: number;
+}
 
 export interface DecryptedBytes {
   readonly policyCode: string;
@@ -72,7 +82,9 @@ export class ExecutionService {
       throw errors.tooLarge(`data exceeds ${this.limits.maxDataBytes} bytes`);
     }
     const policy =
-      'policyCode' in ref ? snapshot.policyByCode(ref.policyCode) : snapshot.policyByName(ref.policyName, ref.policyVersion);
+      'policyCode' in ref
+        ? snapshot.policyByCode(ref.policyCode)
+        : snapshot.policyByName(ref.policyName, ref.policyVersion);
     if (!policy) throw errors.policyNotFound(describeRef(ref));
     const context = snapshot.encryptContext(policy);
     if (context instanceof EngineError) throw context;
@@ -154,14 +166,18 @@ export class ExecutionService {
   }
 
   /** Binary frame items: plaintext bytes in, envelopes out (or bytes out on decrypt), one outcome per item. */
-  encryptBytesMany(items: readonly EncryptRequest<Uint8Array>[]): (ItemSuccess | ItemFailure)[] {
+  encryptBytesMany(items: readonly RawBytesItem[]): ItemOutcome[] {
     this.checkBatchSize(items.length);
     const snapshot = this.snapshot();
     return items.map((item) => {
       try {
-        return this.encryptData(snapshot, item.ref, item.data);
+        return this.encryptData(
+          snapshot,
+          checkPolicyRef(item.policyCode, item.policyName, item.policyVersion),
+          item.data,
+        );
       } catch (error) {
-        return toFailure(error, 'policyCode' in item.ref ? item.ref.policyCode : undefined);
+        return toFailure(error, item.policyCode);
       }
     });
   }

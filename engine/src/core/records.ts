@@ -39,7 +39,9 @@ function isObject(value: unknown): value is Record<string, unknown> {
 function text(raw: Record<string, unknown>, field: string, where: string, pattern: RegExp, fallback?: string): string {
   const value = raw[field] ?? fallback;
   if (typeof value !== 'string' || !pattern.test(value)) {
-    throw errors.invalid(`${where}: ${field} must be a string of 1 to 128 printable characters${pattern === POLICY_CODE_PATTERN ? ' (letters, digits, _ . -)' : ''}`);
+    throw errors.invalid(
+      `${where}: ${field} must be a string of 1 to 128 printable characters${pattern === POLICY_CODE_PATTERN ? ' (letters, digits, _ . -)' : ''}`,
+    );
   }
   return value;
 }

@@ -3,7 +3,9 @@
 // with policyName and positive, decrypt accepts data only.
 import { errors } from './errors.js';
 
-export type PolicyRef = { readonly policyCode: string } | { readonly policyName: string; readonly policyVersion?: number };
+export type PolicyRef =
+  | { readonly policyCode: string }
+  | { readonly policyName: string; readonly policyVersion?: number };
 
 export interface EncryptRequest<D extends string | Uint8Array = string> {
   readonly data: D;
@@ -31,15 +33,22 @@ export function checkPolicyRef(policyCode: unknown, policyName: unknown, policyV
   if (hasCode && hasName) throw errors.invalid('policyCode cannot be combined with policyName');
   if (present(policyVersion)) {
     if (!hasName) throw errors.invalid('policyVersion is used only together with policyName');
-    if (typeof policyVersion !== 'number' || !Number.isInteger(policyVersion) || policyVersion < 1 || policyVersion > 0xffff_ffff) {
+    if (
+      typeof policyVersion !== 'number' ||
+      !Number.isInteger(policyVersion) ||
+      policyVersion < 1 ||
+      policyVersion > 0xffff_ffff
+    ) {
       throw errors.invalid('policyVersion must be a positive integer');
     }
   }
   if (hasCode) {
-    if (typeof policyCode !== 'string' || policyCode === '') throw errors.invalid('policyCode must be a non-empty string');
+    if (typeof policyCode !== 'string' || policyCode === '')
+      throw errors.invalid('policyCode must be a non-empty string');
     return { policyCode };
   }
-  if (typeof policyName !== 'string' || policyName === '') throw errors.invalid('policyName must be a non-empty string');
+  if (typeof policyName !== 'string' || policyName === '')
+    throw errors.invalid('policyName must be a non-empty string');
   return present(policyVersion) ? { policyName, policyVersion: policyVersion as number } : { policyName };
 }
 

@@ -26,7 +26,11 @@ export class RuntimeCache {
   }
 
   /** Upserts policies (by code) and keys (by alias and version) into a new snapshot. */
-  upsert(change: { policies?: readonly PolicyRecord[]; keys?: readonly KeyRecord[]; runtimeVersion?: string }): RuntimeSnapshot {
+  upsert(change: {
+    policies?: readonly PolicyRecord[];
+    keys?: readonly KeyRecord[];
+    runtimeVersion?: string;
+  }): RuntimeSnapshot {
     const current = this.#current;
     const policies = new Map(current.policies.map((p) => [p.policyCode, p]));
     for (const p of change.policies ?? []) policies.set(p.policyCode, p);

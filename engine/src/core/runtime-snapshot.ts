@@ -1,9 +1,9 @@
 // An immutable view of the runtime cache: policies by code and by name/version, keys by alias and
 // version, and what encryption under each policy needs, prepared once per snapshot so the hot path
 // is a map lookup. A batch takes one snapshot and sees one consistent view even if a sync lands.
-import { ALGORITHM_IDS, type AeadKey, importKey } from './aead.js';
+import { type AeadKey, ALGORITHM_IDS, importKey } from './aead.js';
 import { associatedData, encodeHeader } from './ciphertext-envelope.js';
-import { errors, type EngineError } from './errors.js';
+import { type EngineError, errors } from './errors.js';
 import type { KeyRecord, PolicyRecord } from './records.js';
 import type { UsageCell, UsageCounters } from './usage-counters.js';
 
@@ -44,8 +44,8 @@ export class RuntimeSnapshot implements SnapshotContent {
     this.keys = Object.freeze([...content.keys]);
     this.runtimeVersion = content.runtimeVersion;
     for (const key of this.keys) {
-      let versions = this.#keys.get(key.alias);
-      if (!versions) this.#keys.set(key.alias, (versions = new Map()));
+      const versions = this.#keys.get(key.alias) ?? new Map<number, PreparedKey>();
+      this.#keys.set(key.alias, versions);
       versions.set(key.version, {
         alias: key.alias,
         version: key.version,
@@ -103,7 +103,10 @@ export class RuntimeSnapshot implements SnapshotContent {
 
   #prepareEncrypt(policy: PolicyRecord): EncryptContext | EngineError {
     if (policy.status !== 'ACTIVE') {
-      return errors.policyNotUsable(policy.policyCode, policy.status === 'DISABLED' ? 'is disabled' : 'is decrypt-only');
+      return errors.policyNotUsable(
+        policy.policyCode,
+        policy.status === 'DISABLED' ? 'is disabled' : 'is decrypt-only',
+      );
     }
     let newest: PreparedKey | undefined;
     for (const key of this.#keys.get(policy.keyAlias)?.values() ?? []) {
@@ -112,7 +115,10 @@ export class RuntimeSnapshot implements SnapshotContent {
       }
     }
     if (!newest) {
-      return errors.policyNotUsable(policy.policyCode, `has no active ${policy.algorithm} key under alias ${policy.keyAlias}`);
+      return errors.policyNotUsable(
+        policy.policyCode,
+        `has no active ${policy.algorithm} key under alias ${policy.keyAlias}`,
+      );
     }
     const header = encodeHeader(ALGORITHM_IDS[policy.algorithm], newest.version);
     return { policy, key: newest, header, aad: associatedData(policy.policyCode, header) };

@@ -1,0 +1,72 @@
+// Builds the engine's Fastify app from its dependencies; listening, signals and configuration belong
+// to main.ts. Routes are thin adapters over the core's execution service.
+import swagger from '@fastify/swagger';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Limits } from '../config.js';
+import type { ExecutionService } from '../core/execution-service.js';
+import { BINARY_FRAME_TYPE } from './codecs/binary-frame.js';
+import { NDJSON_TYPE } from './codecs/ndjson.js';
+import { installErrorHandler } from './error-handler.js';
+import { installLifecycle, type Lifecycle } from './lifecycle.js';
+import { installMethodGuard } from './method-guard.js';
+import { executionRoutes } from './routes/execution.js';
+import type { HealthComponent } from './routes/health.js';
+
+export const SERVICE_NAME = 'svc-engine';
+
+export interface AppDeps {
+  readonly execution: ExecutionService;
+  readonly limits: Limits;
+  /** Version of the running engine build (reported by /api/health). */
+  readonly version: string;
+  /** A pino logger; without one the app logs nothing (tests). */
+  readonly logger?: FastifyBaseLogger;
+  /** Extra /actuator/health components. */
+  readonly healthComponents?: Record<string, () => HealthComponent>;
+}
+
+export interface EngineApp {
+  readonly app: FastifyInstance;
+  readonly lifecycle: Lifecycle;
+}
+
+export async function buildApp(deps: AppDeps): Promise<EngineApp> {
+  const { limits } = deps;
+  const app = Fastify({
+    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
+    bodyLimit: limits.bodyLimitBytes,
+    requestTimeout: limits.requestTimeoutMs,
+    connectionTimeout: limits.idleTimeoutMs,
+    return503OnClosing: false,
+    ajv: { customOptions: { coerceTypes: false } },
+  });
+  installErrorHandler(app, limits.bodyLimitBytes);
+  installMethodGuard(app);
+  const lifecycle = installLifecycle(app);
+
+  // The stream routes read the request body themselves, line by line; no limit applies to its total.
+  app.addContentTypeParser(NDJSON_TYPE, (_request, payload, done) => done(null, payload));
+  app.addContentTypeParser(BINARY_FRAME_TYPE, { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+
+  await app.register(swagger, {
+    openapi: {
+      info: { title: 'Encryption runtime service (engine)', version: deps.version },
+      tags: [{ name: 'execution' }],
+    },
+  });
+
+  const health = {
+    execution: deps.execution,
+    lifecycle,
+    service: SERVICE_NAME,
+    version: deps.version,
+    components: deps.healthComponents,
+  };
+  const routes = { execution: deps.execution, maxLineBytes: limits.maxStreamLineBytes, health };
+  await app.register(executionRoutes, routes);
+  // Deployments behind the '/engine' context path reach the same API there.
+  await app.register(executionRoutes, { ...routes, prefix: '/engine' });
+
+  app.get('/openapi.json', { schema: { hide: true } }, () => app.swagger());
+  return { app, lifecycle };
+}

@@ -1,0 +1,222 @@
+// The binary frame (application/x-svc-binary-frame), version 1: a length-prefixed layout that carries
+// raw bytes, so non-UTF-8 plaintext works. Byte-by-byte description: docs/binary-frame.md.
+// All integers are big-endian. Decoding never trusts a length: every read is bounds-checked and any
+// deviation is a `decode request` error.
+import type { EngineError } from '../../core/errors.js';
+import { errors } from '../../core/errors.js';
+import type { RawBytesItem } from '../../core/execution-service.js';
+
+export const BINARY_FRAME_TYPE = 'application/x-svc-binary-frame';
+export const MAGIC = Buffer.from('SVCF', 'latin1');
+export const FRAME_VERSION = 1;
+export const REQUEST_HEADER_LENGTH = 12;
+export const RESPONSE_HEADER_LENGTH = 24;
+
+export const Operation = {
+  encrypt: 0x01,
+  decrypt: 0x02,
+  encryptResult: 0x81,
+  decryptResult: 0x82,
+} as const;
+
+export const RefKind = { policyCode: 0x01, policyName: 0x02 } as const;
+export const ITEM_SUCCESS = 1000;
+export const ITEM_FAILURE = 2000;
+
+export type DecodedFrame =
+  | { readonly operation: 'encrypt'; readonly items: RawBytesItem[] }
+  | { readonly operation: 'decrypt'; readonly items: string[] };
+
+/** One result item: data on success, or the failure (its message and the status a single request would get). */
+export type FrameResult =
+  | { readonly ok: true; readonly policyCode: string; readonly data: Uint8Array | string }
+  | { readonly ok: false; readonly policyCode?: string; readonly error: EngineError };
+
+class Reader {
+  offset = 0;
+  constructor(readonly buf: Buffer) {}
+
+  need(n: number, what: string): void {
+    if (this.buf.length - this.offset < n) throw errors.decode(`binary frame truncated in ${what}`);
+  }
+  u8(what: string): number {
+    this.need(1, what);
+    return this.buf.readUInt8(this.offset++);
+  }
+  u16(what: string): number {
+    this.need(2, what);
+    const v = this.buf.readUInt16BE(this.offset);
+    this.offset += 2;
+    return v;
+  }
+  u32(what: string): number {
+    this.need(4, what);
+    const v = this.buf.readUInt32BE(this.offset);
+    this.offset += 4;
+    return v;
+  }
+  bytes(n: number, what: string): Buffer {
+    this.need(n, what);
+    const v = this.buf.subarray(this.offset, this.offset + n);
+    this.offset += n;
+    return v;
+  }
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Decodes a request frame for the given endpoint. `maxItems` is checked before anything is allocated
+ * for the items, so a forged count cannot make the engine allocate.
+ */
+export function decodeRequestFrame(buf: Buffer, expected: 'encrypt' | 'decrypt', maxItems: number): DecodedFrame {
+  const r = new Reader(buf);
+  if (!r.bytes(4, 'magic').equals(MAGIC)) throw errors.decode('not a binary frame (bad magic)');
+  const version = r.u8('version');
+  if (version !== FRAME_VERSION) throw errors.decode(`unsupported binary frame version ${version}`);
+  const operation = r.u8('operation');
+  if (operation !== Operation[expected])
+    throw errors.decode(`binary frame operation does not match the ${expected} endpoint`);
+  if (r.u16('reserved') !== 0) throw errors.decode('binary frame reserved field must be 0');
+  const count = r.u32('item count');
+  if (count > maxItems) throw errors.tooLarge(`batch has ${count} items; the limit is ${maxItems}`);
+  // Every item is at least 4 bytes (decrypt) or 11 bytes (encrypt): reject impossible counts before looping.
+  if (count * (expected === 'encrypt' ? 11 : 4) > buf.length - REQUEST_HEADER_LENGTH) {
+    throw errors.decode('binary frame item count exceeds the frame');
+  }
+  if (expected === 'decrypt') {
+    const items: string[] = [];
+    for (let i = 0; i < count; i++) items.push(r.bytes(r.u32(`item ${i} length`), `item ${i} data`).toString('latin1'));
+    finish(r);
+    return { operation: 'decrypt', items };
+  }
+  const items: RawBytesItem[] = [];
+  for (let i = 0; i < count; i++) {
+    const kind = r.u8(`item ${i} policy kind`);
+    const version = r.u32(`item ${i} policy version`);
+    const refBytes = r.bytes(r.u16(`item ${i} policy length`), `item ${i} policy`);
+    const data = r.bytes(r.u32(`item ${i} length`), `item ${i} data`);
+    let ref: string;
+    try {
+      ref = utf8.decode(refBytes);
+    } catch {
+      throw errors.decode(`item ${i} policy reference is not UTF-8`);
+    }
+    if (kind !== RefKind.policyCode && kind !== RefKind.policyName)
+      throw errors.decode(`item ${i} has unknown policy kind ${kind}`);
+    // Rule violations (such as a version with a policy code) fail that item in the core, not the frame.
+    const policyVersion = version === 0 ? undefined : version;
+    items.push(
+      kind === RefKind.policyCode ? { data, policyCode: ref, policyVersion } : { data, policyName: ref, policyVersion },
+    );
+  }
+  finish(r);
+  return { operation: 'encrypt', items };
+}
+
+function finish(r: Reader): void {
+  if (r.offset !== r.buf.length) throw errors.decode('binary frame has trailing bytes');
+}
+
+export interface FrameTotals {
+  readonly totalSuccess: number;
+  readonly totalFailed: number;
+  readonly totalProcessingTime: number;
+}
+
+export function encodeResponseFrame(
+  operation: 'encrypt' | 'decrypt',
+  results: readonly FrameResult[],
+  totals: FrameTotals,
+): Buffer {
+  const parts: { code: Buffer; data: Buffer | Uint8Array }[] = results.map((result) => ({
+    code: Buffer.from(result.policyCode ?? '', 'utf8'),
+    data: result.ok
+      ? typeof result.data === 'string'
+        ? Buffer.from(result.data, 'latin1')
+        : result.data
+      : Buffer.from(result.error.message, 'utf8'),
+  }));
+  let size = RESPONSE_HEADER_LENGTH;
+  for (const part of parts) size += 2 + 2 + 2 + part.code.length + 4 + part.data.length;
+  const out = Buffer.allocUnsafe(size);
+  MAGIC.copy(out, 0);
+  out.writeUInt8(FRAME_VERSION, 4);
+  out.writeUInt8(operation === 'encrypt' ? Operation.encryptResult : Operation.decryptResult, 5);
+  out.writeUInt16BE(0, 6);
+  out.writeUInt32BE(results.length, 8);
+  out.writeUInt32BE(totals.totalSuccess, 12);
+  out.writeUInt32BE(totals.totalFailed, 16);
+  out.writeUInt32BE(Math.min(totals.totalProcessingTime, 0xffff_ffff), 20);
+  let o = RESPONSE_HEADER_LENGTH;
+  results.forEach((result, i) => {
+    const part = parts[i] as (typeof parts)[number];
+    o = out.writeUInt16BE(result.ok ? ITEM_SUCCESS : ITEM_FAILURE, o);
+    o = out.writeUInt16BE(result.ok ? 0 : result.error.status, o);
+    o = out.writeUInt16BE(part.code.length, o);
+    o += part.code.copy(out, o);
+    o = out.writeUInt32BE(part.data.length, o);
+    out.set(part.data, o);
+    o += part.data.length;
+  });
+  return out;
+}
+
+/** Client-side helpers (used by tests, benchmarks and any TypeScript client). */
+export function encodeRequestFrame(
+  operation: 'encrypt' | 'decrypt',
+  items: readonly { policyCode?: string; policyName?: string; policyVersion?: number; data: Uint8Array | string }[],
+): Buffer {
+  const chunks: Buffer[] = [];
+  const header = Buffer.alloc(REQUEST_HEADER_LENGTH);
+  MAGIC.copy(header, 0);
+  header.writeUInt8(FRAME_VERSION, 4);
+  header.writeUInt8(Operation[operation], 5);
+  header.writeUInt32BE(items.length, 8);
+  chunks.push(header);
+  for (const item of items) {
+    const data = typeof item.data === 'string' ? Buffer.from(item.data, 'utf8') : Buffer.from(item.data);
+    if (operation === 'encrypt') {
+      const ref = Buffer.from(item.policyCode ?? item.policyName ?? '', 'utf8');
+      const head = Buffer.alloc(7);
+      head.writeUInt8(item.policyCode !== undefined ? RefKind.policyCode : RefKind.policyName, 0);
+      head.writeUInt32BE(item.policyVersion ?? 0, 1);
+      head.writeUInt16BE(ref.length, 5);
+      chunks.push(head, ref);
+    }
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length, 0);
+    chunks.push(len, data);
+  }
+  return Buffer.concat(chunks);
+}
+
+export interface DecodedResponseItem {
+  readonly code: number;
+  readonly status: number;
+  readonly policyCode: string;
+  readonly data: Buffer;
+}
+
+export function decodeResponseFrame(buf: Buffer): {
+  operation: number;
+  totals: FrameTotals;
+  items: DecodedResponseItem[];
+} {
+  const r = new Reader(buf);
+  if (!r.bytes(4, 'magic').equals(MAGIC)) throw errors.decode('not a binary frame (bad magic)');
+  if (r.u8('version') !== FRAME_VERSION) throw errors.decode('unsupported binary frame version');
+  const operation = r.u8('operation');
+  r.u16('reserved');
+  const count = r.u32('item count');
+  const totals = { totalSuccess: r.u32('totals'), totalFailed: r.u32('totals'), totalProcessingTime: r.u32('totals') };
+  const items: DecodedResponseItem[] = [];
+  for (let i = 0; i < count; i++) {
+    const code = r.u16('code');
+    const status = r.u16('status');
+    const policyCode = r.bytes(r.u16('policy length'), 'policy').toString('utf8');
+    items.push({ code, status, policyCode, data: r.bytes(r.u32('length'), 'data') });
+  }
+  finish(r);
+  return { operation, totals, items };
+}

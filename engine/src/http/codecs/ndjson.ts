@@ -1,0 +1,80 @@
+// NDJSON stream transform: splits incoming bytes into lines without ever holding more than one line
+// (bounded by maxLineBytes), maps each line to one output line, and pushes one chunk of output per
+// input chunk. Backpressure comes from the stream pipeline: when the client stops reading the
+// responses, the engine stops reading its requests.
+import { Transform, type TransformCallback } from 'node:stream';
+
+export const NDJSON_TYPE = 'application/x-ndjson';
+const NEWLINE = 0x0a;
+
+export interface LineHandlers {
+  /** Maps one request line (without its newline) to one response line (without newline). */
+  readonly line: (text: string) => string;
+  /** The response line for a request line over the size limit. */
+  readonly tooLong: () => string;
+}
+
+export function ndjsonTransform(handlers: LineHandlers, maxLineBytes: number): Transform {
+  let pending: Buffer[] = [];
+  let pendingBytes = 0;
+  let discarding = false;
+
+  const finishLine = (out: string[], tail: Buffer): void => {
+    if (discarding) {
+      discarding = false;
+      return;
+    }
+    const whole = pending.length === 0 ? tail : Buffer.concat([...pending, tail]);
+    pending = [];
+    pendingBytes = 0;
+    let text = whole.toString('utf8');
+    if (text.endsWith('\r')) text = text.slice(0, -1);
+    // Blank lines carry no request and get no response (a trailing newline is common).
+    if (text.trim() === '') return;
+    out.push(handlers.line(text));
+  };
+
+  const keep = (out: string[], part: Buffer): void => {
+    if (discarding) return;
+    if (pendingBytes + part.length > maxLineBytes) {
+      // Answer the oversized line now and drop the rest of it as it arrives: nothing accumulates.
+      pending = [];
+      pendingBytes = 0;
+      discarding = true;
+      out.push(handlers.tooLong());
+      return;
+    }
+    pending.push(part);
+    pendingBytes += part.length;
+  };
+
+  return new Transform({
+    transform(chunk: Buffer, _encoding, callback: TransformCallback) {
+      const out: string[] = [];
+      let start = 0;
+      let nl = chunk.indexOf(NEWLINE, start);
+      try {
+        while (nl !== -1) {
+          const line = chunk.subarray(start, nl);
+          if (!discarding && pendingBytes + line.length > maxLineBytes) {
+            keep(out, line);
+          }
+          finishLine(out, line);
+          start = nl + 1;
+          nl = chunk.indexOf(NEWLINE, start);
+        }
+        if (start < chunk.length) keep(out, chunk.subarray(start));
+      } catch (error) {
+        callback(error as Error);
+        return;
+      }
+      callback(null, out.length > 0 ? `${out.join('\n')}\n` : undefined);
+    },
+    flush(callback: TransformCallback) {
+      const out: string[] = [];
+      if (pendingBytes > 0) finishLine(out, Buffer.alloc(0));
+      discarding = false;
+      callback(null, out.length > 0 ? `${out.join('\n')}\n` : undefined);
+    },
+  });
+}

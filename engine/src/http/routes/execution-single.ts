@@ -1,0 +1,20 @@
+// POST /api/encrypt and /api/decrypt: one JSON body in, one JSON body out.
+import type { FastifyPluginAsync } from 'fastify';
+import type { ExecutionService } from '../../core/execution-service.js';
+import { accepts } from '../content-type.js';
+import { DecryptBody, EncryptBody, errorResponses, SingleResponse } from '../schemas.js';
+
+export const singleRoutes: FastifyPluginAsync<{ execution: ExecutionService }> = async (app, { execution }) => {
+  const json = accepts('application/json');
+  const response = { 200: SingleResponse, ...errorResponses };
+
+  app.post('/api/encrypt', { preValidation: json, schema: { body: EncryptBody, response } }, (request) => {
+    const { policyCode, data } = execution.encryptOne(request.body);
+    return { success: true, data, policyCode };
+  });
+
+  app.post('/api/decrypt', { preValidation: json, schema: { body: DecryptBody, response } }, (request) => {
+    const { policyCode, data } = execution.decryptOne(request.body);
+    return { success: true, data, policyCode };
+  });
+};

@@ -1,0 +1,23 @@
+// The execution API under one prefix ('' or the '/engine' context path): health, single, batch, stream.
+import type { FastifyPluginAsync } from 'fastify';
+import type { ExecutionService } from '../../core/execution-service.js';
+import { batchRoutes } from './execution-batch.js';
+import { singleRoutes } from './execution-single.js';
+import { streamRoutes } from './execution-stream.js';
+import { type HealthOptions, healthRoutes } from './health.js';
+
+export interface ExecutionRoutesOptions {
+  readonly execution: ExecutionService;
+  readonly maxLineBytes: number;
+  readonly health: HealthOptions;
+}
+
+export const executionRoutes: FastifyPluginAsync<ExecutionRoutesOptions> = async (app, opts) => {
+  // Request bodies are checked by the core so every transport applies the same rules and messages;
+  // the body schemas on these routes document the API and are not enforced a second time.
+  app.setValidatorCompiler(() => () => true);
+  await app.register(healthRoutes, opts.health);
+  await app.register(singleRoutes, { execution: opts.execution });
+  await app.register(batchRoutes, { execution: opts.execution });
+  await app.register(streamRoutes, { execution: opts.execution, maxLineBytes: opts.maxLineBytes });
+};
