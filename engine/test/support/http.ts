@@ -1,0 +1,37 @@
+// Builds the engine app over test keys for app.inject tests (and, when needed, a real listener).
+import type { Limits } from '../../src/config.js';
+import { ExecutionService } from '../../src/core/execution-service.js';
+import type { KeyRecord, PolicyRecord } from '../../src/core/records.js';
+import { RuntimeCache } from '../../src/core/runtime-cache.js';
+import { buildApp, type EngineApp } from '../../src/http/app.js';
+import { standardContent } from './fixtures.js';
+
+export const TEST_VERSION = '9.9.9-test';
+
+export const TEST_LIMITS: Limits = {
+  bodyLimitBytes: 1024 * 1024,
+  maxBatchItems: 100,
+  maxDataBytes: 64 * 1024,
+  maxStreamLineBytes: 128 * 1024,
+  requestTimeoutMs: 60_000,
+  idleTimeoutMs: 10_000,
+};
+
+export interface TestApp extends EngineApp {
+  readonly cache: RuntimeCache;
+}
+
+export async function testApp(
+  options: {
+    content?: { policies: readonly PolicyRecord[]; keys: readonly KeyRecord[] } | null;
+    limits?: Partial<Limits>;
+  } = {},
+): Promise<TestApp> {
+  const cache = new RuntimeCache();
+  if (options.content !== null) cache.replace({ ...(options.content ?? standardContent()), runtimeVersion: 'test' });
+  const limits = { ...TEST_LIMITS, ...options.limits };
+  const built = await buildApp({ execution: new ExecutionService(cache, limits), limits, version: TEST_VERSION });
+  return { ...built, cache };
+}
+
+export const JSON_HEADERS = { 'content-type': 'application/json' };
