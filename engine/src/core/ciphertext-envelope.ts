@@ -12,6 +12,8 @@ export const HEADER_LENGTH = 6;
 
 /** Policy codes are the envelope's second field, so they may not contain ':' (or anything outside this set). */
 export const POLICY_CODE_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
+/** The upper bound in POLICY_CODE_PATTERN; keep the two in step. */
+export const MAX_POLICY_CODE_LENGTH = 128;
 const BASE64URL_PATTERN = /^[A-Za-z0-9_-]+$/;
 
 export interface EnvelopeHeader {

@@ -1,8 +1,14 @@
 // The execution service: the one place where requests become ciphertexts and back. Every transport
 // (JSON single and batch, NDJSON stream, binary frame) calls these methods and only adapts formats.
 
-import { ALGORITHM_IDS } from './aead.js';
-import { formatEnvelope, HEADER_LENGTH, parseEnvelope } from './ciphertext-envelope.js';
+import { ALGORITHM_IDS, GCM_NONCE_LENGTH, TAG_LENGTH } from './aead.js';
+import {
+  ENVELOPE_PREFIX,
+  formatEnvelope,
+  HEADER_LENGTH,
+  MAX_POLICY_CODE_LENGTH,
+  parseEnvelope,
+} from './ciphertext-envelope.js';
 import { EngineError, errors } from './errors.js';
 import {
   checkPolicyRef,
@@ -18,7 +24,7 @@ import type { RuntimeSnapshot } from './runtime-snapshot.js';
 export interface ExecutionLimits {
   /** Items in one batch (JSON or binary frame). */
   readonly maxBatchItems: number;
-  /** Bytes of one item's data: plaintext on encrypt, ciphertext text on decrypt. */
+  /** Bytes of one item's plaintext; on decrypt, the ciphertext may be as long as the envelope of such a plaintext. */
   readonly maxDataBytes: number;
 }
 
@@ -50,6 +56,16 @@ export interface DecryptedBytes {
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * The longest envelope encrypt can return for a plaintext of `maxDataBytes`: decrypt must accept every
+ * ciphertext the engine itself produced, so the ciphertext limit is derived from the plaintext limit
+ * (longest policy code, header, nonce and tag, base64url expansion) rather than equal to it.
+ */
+function maxEnvelopeLength(maxDataBytes: number): number {
+  const body = HEADER_LENGTH + GCM_NONCE_LENGTH + TAG_LENGTH + maxDataBytes;
+  return ENVELOPE_PREFIX.length + MAX_POLICY_CODE_LENGTH + 1 + Math.ceil((body * 4) / 3);
+}
 
 function toFailure(error: unknown, policyCode?: string): ItemFailure {
   if (error instanceof EngineError) return { ok: false, policyCode, error };
@@ -98,7 +114,7 @@ export class ExecutionService {
 
   /** Decrypts an envelope to bytes, resolving the policy and key version it names. */
   decryptData(snapshot: RuntimeSnapshot, ciphertext: string): DecryptedBytes {
-    if (ciphertext.length > this.limits.maxDataBytes) {
+    if (ciphertext.length > maxEnvelopeLength(this.limits.maxDataBytes)) {
       throw errors.tooLarge(`data exceeds ${this.limits.maxDataBytes} bytes`);
     }
     const envelope = parseEnvelope(ciphertext);
