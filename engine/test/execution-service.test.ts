@@ -376,11 +376,29 @@ describe('limits', () => {
     );
   });
 
-  it('refuses an oversized ciphertext on decrypt, and an oversized batch item only fails that item', () => {
+  it('decrypts every ciphertext it produced for data at the limit, under the longest policy code', () => {
+    const longCode = 'L'.repeat(128);
+    const content = standardContent();
+    content.policies.push(policy(longCode, 'AES-256-GCM', 'test-gcm'));
+    const { service } = serviceWith(content, { maxBatchItems: 10, maxDataBytes: 100 });
+    for (const policyCode of ['PII_GCM', 'PII_SIV', longCode]) {
+      const data = 'é'.repeat(50);
+      const ciphertext = service.encryptOne({ data, policyCode }).data;
+      expect(ciphertext.length).toBeGreaterThan(100);
+      expect(service.decryptOne({ data: ciphertext })).toEqual({ ok: true, policyCode, data });
+    }
+  });
+
+  it('refuses on decrypt a ciphertext longer than any envelope of data within the limit', () => {
     const { service: wide } = serviceWith();
-    const ciphertext = wide.encryptOne({ data: 'x'.repeat(100), policyCode: 'PII_GCM' }).data;
+    const ciphertext = wide.encryptOne({ data: 'x'.repeat(300), policyCode: 'PII_GCM' }).data;
     const { service } = serviceWith(undefined, { maxBatchItems: 10, maxDataBytes: 120 });
     expectError(() => service.decryptOne({ data: ciphertext }), 'PAYLOAD_TOO_LARGE', 'data exceeds 120 bytes');
+    expect(failure(service.decryptMany([{ data: ciphertext }])[0]).code).toBe('PAYLOAD_TOO_LARGE');
+  });
+
+  it('fails only the oversized item of a batch', () => {
+    const { service } = serviceWith(undefined, { maxBatchItems: 10, maxDataBytes: 120 });
     const results = service.encryptMany([
       { data: 'x'.repeat(121), policyCode: 'PII_GCM' },
       { data: 'small', policyCode: 'PII_GCM' },
