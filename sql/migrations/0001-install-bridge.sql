@@ -1,0 +1,604 @@
+-- Generated from udf/ by `npm run sql -w udf`; do not edit by hand (a test compares this file with the generator).
+-- Installs the svc bridge functions: svc_encrypt, svc_encrypt_by_name, svc_decrypt (scalar and array forms),
+-- svc_health, svc_engine_info, in the schema named by the setting svc.install_schema (default public), in the
+-- bridge language named by svc.bridge (plpython3u or plv8), else the one already installed, else plpython3u
+-- when available, else plv8 with the http extension. Creates the role svc_user and grants it EXECUTE.
+-- One DO statement: one transaction under any runner; idempotent. See docs/sql.md.
+DO $svc_install$
+DECLARE
+  target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');
+  requested text := nullif(current_setting('svc.bridge', true), '');
+  previous text;
+  bridge text;
+  http_schema text;
+  py_prelude text;
+  js_prelude text;
+BEGIN
+  SELECT l.lanname INTO previous
+    FROM pg_catalog.pg_proc p
+    JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+   WHERE p.proname = 'svc_encrypt' AND p.pronamespace = to_regnamespace(target_schema)
+     AND l.lanname IN ('plpython3u', 'plv8')
+   LIMIT 1;
+  IF requested IS NOT NULL AND requested NOT IN ('plpython3u', 'plv8') THEN
+    RAISE EXCEPTION 'svc.bridge must be plpython3u or plv8, got "%"', requested USING ERRCODE = 'SV003';
+  END IF;
+  bridge := coalesce(requested, previous, CASE
+    WHEN EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = 'plpython3u') THEN 'plpython3u'
+    WHEN EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = 'plv8') AND EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = 'http') THEN 'plv8'
+  END);
+  IF bridge IS NULL THEN
+    RAISE EXCEPTION 'svc bridge: this database offers neither plpython3u nor plv8 with the http extension'
+      USING ERRCODE = 'SV003', HINT = 'Install postgresql-plpython3-<version> (Debian) or plv8 and pgsql-http, then apply again.';
+  END IF;
+  IF bridge = 'plpython3u' THEN
+    CREATE EXTENSION IF NOT EXISTS plpython3u;
+  ELSE
+    CREATE EXTENSION IF NOT EXISTS plv8;
+    CREATE EXTENSION IF NOT EXISTS http;
+  END IF;
+  IF bridge = 'plv8' THEN
+    SELECT pg_catalog.quote_ident(n.nspname) INTO http_schema
+      FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+     WHERE e.extname = 'http';
+  END IF;
+  IF to_regnamespace(target_schema) IS NULL THEN
+    EXECUTE format('CREATE SCHEMA %I', target_schema);
+    EXECUTE format('COMMENT ON SCHEMA %I IS %L', target_schema, 'created by the svc bridge install; its uninstall drops it when empty');
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'svc_user') THEN
+    CREATE ROLE svc_user NOLOGIN;
+  END IF;
+  IF target_schema <> 'public' THEN
+    EXECUTE format('GRANT USAGE ON SCHEMA %I TO svc_user', target_schema);
+  END IF;
+  EXECUTE format($f$CREATE OR REPLACE FUNCTION %I.svc__raise(sqlstate text, message text, detail text, hint text) RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $body$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, DETAIL = coalesce(detail, ''), HINT = coalesce(hint, '');
+END
+$body$$f$, target_schema);
+  py_prelude := replace($py$b = GD.get('svc_bridge:3e93c51533bd')
+if b is None:
+    import base64, types
+    m = types.ModuleType('svc_bridge')
+    exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
+    b = GD['svc_bridge:3e93c51533bd'] = m.Bridge(plpy)
+$py$, '@MODULE_B64@',
+    translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into requests to the
+# engine's JSON batch endpoints. It is loaded once per backend (the generated SQL executes this source
+# and keeps the Bridge in GD), keeps one keep-alive HTTP connection per backend, reopens it once when a
+# reused connection turns out to be broken, and reports every failure as an SQL error with a documented
+# SQLSTATE (docs/sql.md). It never puts data values into messages.
+import http.client
+import json
+import select
+import time
+from urllib.parse import urlsplit
+
+ITEM_FAILED = 'SV001'  # the engine refused an item (or the request): unknown policy, bad ciphertext, ...
+UNAVAILABLE = 'SV002'  # the engine could not be reached, timed out, or answered something unusable
+CONFIG = 'SV003'  # a svc.* setting is missing or invalid
+
+DEFAULT_TIMEOUT_MS = 5000
+MAX_TIMEOUT_MS = 3600000
+DEFAULT_BATCH_SIZE = 1000
+MAX_BATCH_SIZE = 10000
+# Characters of data per request: large values go in smaller requests so bodies stay well under the engine's limit.
+MAX_REQUEST_DATA_CHARS = 2 * 1024 * 1024
+# While waiting for an answer, wake up this often to let PostgreSQL process a cancel or statement_timeout.
+INTERRUPT_SLICE_S = 0.05
+
+SETTINGS_SQL = (
+    "SELECT current_setting('svc.engine_url', true) AS url, "
+    "current_setting('svc.timeout_ms', true) AS timeout_ms, "
+    "current_setting('svc.batch_size', true) AS batch_size, "
+    "current_setting('svc.tenant_id', true) AS tenant_id"
+)
+ENGINE_CHECK_HINT = 'Check the engine directly (GET <svc.engine_url>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.'
+
+
+class Unavailable(Exception):
+    pass
+
+
+class Settings:
+    __slots__ = ('url', 'scheme', 'host', 'port', 'base_path', 'timeout_s', 'timeout_ms', 'batch_size', 'tenant_id')
+
+
+class Bridge:
+    def __init__(self, plpy, language='plpython3u'):
+        self.plpy = plpy
+        self.language = language
+        self.settings_plan = plpy.prepare(SETTINGS_SQL)
+        # Executing any statement runs PostgreSQL's interrupt check (cancel, statement_timeout).
+        self.tick_plan = plpy.prepare('SELECT 1')
+        self.conn = None
+        self.conn_key = None
+
+    # ---- settings -------------------------------------------------------------------------------
+
+    def settings(self):
+        row = self.plpy.execute(self.settings_plan)[0]
+        s = Settings()
+        url = row['url']
+        if url is None or url.strip() == '':
+            self.fail(CONFIG, 'svc.engine_url is not set',
+                      hint="Set it for the database, role or session, e.g. ALTER DATABASE mydb SET svc.engine_url = 'http://127.0.0.1:8080'.")
+        parts = urlsplit(url.strip())
+        if parts.scheme not in ('http', 'https') or not parts.hostname or parts.query or parts.fragment:
+            self.fail(CONFIG, 'svc.engine_url must be an http:// or https:// URL without query, got "%s"' % url)
+        try:
+            port = parts.port
+        except ValueError:
+            self.fail(CONFIG, 'svc.engine_url has an invalid port: "%s"' % url)
+        s.url = url.strip().rstrip('/')
+        s.scheme = parts.scheme
+        s.host = parts.hostname
+        s.port = port or (443 if parts.scheme == 'https' else 80)
+        s.base_path = parts.path.rstrip('/')
+        s.timeout_ms = self.integer(row['timeout_ms'], 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
+        s.timeout_s = s.timeout_ms / 1000.0
+        s.batch_size = self.integer(row['batch_size'], 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE)
+        s.tenant_id = row['tenant_id'] or None
+        return s
+
+    def integer(self, raw, name, default, maximum):
+        if raw is None or raw.strip() == '':
+            return default
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            value = 0
+        if value < 1 or value > maximum:
+            self.fail(CONFIG, '%s must be an integer from 1 to %d, got "%s"' % (name, maximum, raw))
+        return value
+
+    # ---- the SQL functions -------------------------------------------------------------------------
+
+    def encrypt(self, data, policy_code):
+        return self.run_one('encrypt', {'data': data, 'policyCode': policy_code})
+
+    def encrypt_by_name(self, data, policy_name, policy_version):
+        item = {'data': data, 'policyName': policy_name}
+        if policy_version is not None:
+            item['policyVersion'] = policy_version
+        return self.run_one('encrypt', item)
+
+    def decrypt(self, data):
+        return self.run_one('decrypt', {'data': data})
+
+    def encrypt_array(self, values, policy_code):
+        return self.run_array('encrypt', values, lambda v: {'data': v, 'policyCode': policy_code})
+
+    def decrypt_array(self, values):
+        return self.run_array('decrypt', values, lambda v: {'data': v})
+
+    def health(self):
+        s = self.settings()
+        status, body = self.exchange(s, 'GET', '/api/health', None, {})
+        if status != 200:
+            self.fail(UNAVAILABLE, 'engine at %s answered HTTP %d to GET /api/health' % (s.url, status), hint=ENGINE_CHECK_HINT)
+        return body.decode('utf-8')
+
+    def engine_info(self):
+        s = self.settings()
+        info = {
+            'engineUrl': s.url,
+            'bridge': self.language,
+            'timeoutMs': s.timeout_ms,
+            'batchSize': s.batch_size,
+            'health': json.loads(self.health()),
+        }
+        headers = {'X-SVC-Tenant-Id': s.tenant_id} if s.tenant_id else {}
+        status, body = self.exchange(s, 'GET', '/engine/api/v1/runtime/info', None, headers)
+        if status == 200:
+            info['runtime'] = json.loads(body)
+        else:
+            info['runtime'] = None
+            info['runtimeStatus'] = status
+        return json.dumps(info)
+
+    # ---- batching ---------------------------------------------------------------------------------
+
+    def run_one(self, op, item):
+        s = self.settings()
+        return self.post_batch(s, op, [item], 0, 1)[0]
+
+    def run_array(self, op, values, make_item):
+        if values is None:
+            return None
+        out = list(values)
+        positions = [i for i, v in enumerate(out) if v is not None]
+        if not positions:
+            return out
+        s = self.settings()
+        total = len(positions)
+        start = 0
+        while start < total:
+            end = start
+            size = 0
+            # A request closes at batch_size items or at the byte budget (one oversized value goes alone).
+            while end < total and end - start < s.batch_size:
+                n = len(out[positions[end]])
+                if end > start and size + n > MAX_REQUEST_DATA_CHARS:
+                    break
+                size += n
+                end += 1
+            chunk = positions[start:end]
+            results = self.post_batch(s, op, [make_item(out[i]) for i in chunk], start, total)
+            for i, value in zip(chunk, results):
+                out[i] = value
+            start = end
+        return out
+
+    def post_batch(self, s, op, items, offset, total):
+        body = json.dumps({'items': items}, ensure_ascii=False).encode('utf-8')
+        path = '/api/%s/batch' % op
+        status, raw = self.exchange(s, 'POST', path, body, {'Content-Type': 'application/json'})
+        answer = self.parse(s, path, status, raw)
+        if status != 200:
+            message = answer.get('error') if isinstance(answer, dict) else None
+            # {"success": false, ...} bodies and 413 are the engine refusing the data; anything else is the engine's state.
+            if 400 <= status < 500 and (isinstance(answer, dict) and 'success' in answer or status == 413):
+                self.fail(ITEM_FAILED, 'svc_%s: %s' % (op, message or 'HTTP %d' % status))
+            self.fail(UNAVAILABLE, 'engine at %s answered HTTP %d to POST %s%s' % (s.url, status, path, ': ' + message if message else ''),
+                      hint=ENGINE_CHECK_HINT)
+        results = answer.get('results') if isinstance(answer, dict) else None
+        if not isinstance(results, list) or len(results) != len(items):
+            self.fail(UNAVAILABLE, 'engine at %s answered POST %s without one result per item' % (s.url, path), hint=ENGINE_CHECK_HINT)
+        field = 'encryptedData' if op == 'encrypt' else 'decryptedData'
+        out = []
+        for index, result in enumerate(results):
+            if not result.get('success'):
+                detail = 'item %d of %d' % (offset + index + 1, total) if total > 1 else None
+                self.fail(ITEM_FAILED, 'svc_%s: %s' % (op, result.get('message') or 'item failed'), detail=detail)
+            out.append(result.get(field))
+        return out
+
+    def parse(self, s, path, status, raw):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            if status == 200:
+                self.fail(UNAVAILABLE, 'engine at %s answered POST %s with a body that is not JSON' % (s.url, path), hint=ENGINE_CHECK_HINT)
+            return None
+
+    # ---- HTTP ---------------------------------------------------------------------------------------
+
+    def exchange(self, s, method, path, body, headers):
+        """One request on the backend's keep-alive connection; a broken reused connection is reopened once."""
+        deadline = time.monotonic() + s.timeout_s
+        for attempt in (0, 1):
+            reused = self.conn is not None and self.conn_key == (s.scheme, s.host, s.port)
+            try:
+                conn = self.connection(s, deadline)
+                conn.request(method, s.base_path + path, body, headers)
+                self.wait_readable(conn, deadline)
+                conn.sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                response = conn.getresponse()
+                data = response.read()
+                if response.will_close:
+                    self.close()
+                return response.status, data
+            except Unavailable as e:
+                self.close()
+                self.fail(UNAVAILABLE, 'engine at %s did not answer within svc.timeout_ms (%d ms)%s' % (s.url, s.timeout_ms, e.args[0]),
+                          hint=ENGINE_CHECK_HINT)
+            except (OSError, http.client.HTTPException) as e:
+                self.close()
+                if isinstance(e, TimeoutError) or 'timed out' in str(e):
+                    self.fail(UNAVAILABLE, 'engine at %s did not answer within svc.timeout_ms (%d ms)' % (s.url, s.timeout_ms), hint=ENGINE_CHECK_HINT)
+                if reused and attempt == 0 and time.monotonic() < deadline:
+                    continue
+                self.fail(UNAVAILABLE, 'engine at %s is unreachable: %s' % (s.url, describe(e)), hint=ENGINE_CHECK_HINT)
+            except BaseException:
+                # A cancel or statement_timeout (raised by the interrupt check) leaves a request in flight.
+                self.close()
+                raise
+        raise AssertionError('unreachable')
+
+    def connection(self, s, deadline):
+        key = (s.scheme, s.host, s.port)
+        if self.conn is not None and self.conn_key == key:
+            return self.conn
+        self.close()
+        timeout = max(deadline - time.monotonic(), 0.001)
+        cls = http.client.HTTPSConnection if s.scheme == 'https' else http.client.HTTPConnection
+        conn = cls(s.host, s.port, timeout=timeout)
+        conn.connect()
+        self.conn = conn
+        self.conn_key = key
+        return conn
+
+    def wait_readable(self, conn, deadline):
+        sock = conn.sock
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise Unavailable('')
+            readable, _, _ = select.select([sock], [], [], min(remaining, INTERRUPT_SLICE_S))
+            if readable:
+                return
+            self.plpy.execute(self.tick_plan)
+
+    def close(self):
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except Exception:
+                pass
+        self.conn = None
+        self.conn_key = None
+
+    def fail(self, sqlstate, message, detail=None, hint=None):
+        kwargs = {'sqlstate': sqlstate}
+        if detail:
+            kwargs['detail'] = detail
+        if hint:
+            kwargs['hint'] = hint
+        self.plpy.error(message, **kwargs)
+
+
+def describe(error):
+    text = str(error) or error.__class__.__name__
+    return text.split('] ', 1)[-1] if text.startswith('[Errno') else text
+$svc_python_module$, 'UTF8'), 'base64'), E'\n', ''));
+  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:3a139b2c55c4'];
+if (!b) b = globalThis['svc_bridge:3a139b2c55c4'] = ((function () {
+var exports = {};
+"use strict";
+Object.defineProperty(exports, "__esModule", { value: true });
+exports.STATEMENTS = exports.SQLSTATES = void 0;
+exports.createBridge = createBridge;
+exports.SQLSTATES = { itemFailed: 'SV001', unavailable: 'SV002', config: 'SV003' };
+const DEFAULT_TIMEOUT_MS = 5000;
+const MAX_TIMEOUT_MS = 3600000;
+const DEFAULT_BATCH_SIZE = 1000;
+const MAX_BATCH_SIZE = 10000;
+const MAX_REQUEST_DATA_CHARS = 2 * 1024 * 1024;
+const QUERY_CANCELED = '57014';
+const ENGINE_CHECK_HINT = 'Check the engine directly (GET <svc.engine_url>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.';
+exports.STATEMENTS = {
+    settings: "SELECT current_setting('svc.engine_url', true) AS url, current_setting('svc.timeout_ms', true) AS timeout_ms, " +
+        "current_setting('svc.batch_size', true) AS batch_size, current_setting('svc.tenant_id', true) AS tenant_id",
+    prepare: "SELECT @HTTP@.http_set_curlopt('CURLOPT_TIMEOUT_MS', $1) AS timeout, pg_catalog.set_config('http.keepalive', 'on', true) AS keepalive",
+    request: 'SELECT status, content FROM @HTTP@.http(ROW($1, $2, ' +
+        'ARRAY(SELECT @HTTP@.http_header(h->>0, h->>1) FROM pg_catalog.jsonb_array_elements($3::jsonb) AS h), $4, $5)::@HTTP@.http_request)',
+    raise: 'SELECT @SCHEMA@.svc__raise($1, $2, $3, $4)',
+};
+function createBridge(plv8, schema, httpSchema) {
+    const sql = (text) => text.replace(/@SCHEMA@/g, schema).replace(/@HTTP@/g, httpSchema);
+    const statements = {
+        settings: exports.STATEMENTS.settings,
+        prepare: sql(exports.STATEMENTS.prepare),
+        request: sql(exports.STATEMENTS.request),
+        raise: sql(exports.STATEMENTS.raise),
+    };
+    function fail(sqlstate, message, detail, hint) {
+        plv8.execute(statements.raise, [sqlstate, message, detail !== null && detail !== void 0 ? detail : null, hint !== null && hint !== void 0 ? hint : null]);
+        throw new Error(message);
+    }
+    function integer(raw, name, fallback, max) {
+        if (raw === null || raw === undefined || String(raw).trim() === '')
+            return fallback;
+        const text = String(raw).trim();
+        const value = /^[0-9]+$/.test(text) ? Number(text) : 0;
+        if (value < 1 || value > max)
+            fail(exports.SQLSTATES.config, `${name} must be an integer from 1 to ${max}, got "${raw}"`);
+        return value;
+    }
+    function settings() {
+        var _a;
+        const row = (_a = plv8.execute(statements.settings)[0]) !== null && _a !== void 0 ? _a : {};
+        const raw = typeof row.url === 'string' ? row.url.trim() : '';
+        if (raw === '') {
+            fail(exports.SQLSTATES.config, 'svc.engine_url is not set', undefined, "Set it for the database, role or session, e.g. ALTER DATABASE mydb SET svc.engine_url = 'http://127.0.0.1:8080'.");
+        }
+        if (!/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(raw)) {
+            fail(exports.SQLSTATES.config, `svc.engine_url must be an http:// or https:// URL without query, got "${row.url}"`);
+        }
+        return {
+            url: raw.replace(/\/+$/, ''),
+            timeoutMs: integer(row.timeout_ms, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS),
+            batchSize: integer(row.batch_size, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE),
+            tenantId: typeof row.tenant_id === 'string' && row.tenant_id !== '' ? row.tenant_id : null,
+        };
+    }
+    function exchange(s, method, path, body, headers) {
+        var _a, _b;
+        plv8.execute(statements.prepare, [String(s.timeoutMs)]);
+        try {
+            const row = plv8.execute(statements.request, [
+                method,
+                s.url + path,
+                JSON.stringify(headers),
+                body === null ? null : 'application/json',
+                body,
+            ])[0];
+            return { status: Number(row === null || row === void 0 ? void 0 : row.status), content: String((_a = row === null || row === void 0 ? void 0 : row.content) !== null && _a !== void 0 ? _a : '') };
+        }
+        catch (error) {
+            const e = error;
+            if (e.sqlerrcode === QUERY_CANCELED)
+                throw error;
+            const text = String((_b = e.message) !== null && _b !== void 0 ? _b : error);
+            if (/timed? ?out/i.test(text)) {
+                fail(exports.SQLSTATES.unavailable, `engine at ${s.url} did not answer within svc.timeout_ms (${s.timeoutMs} ms)`, undefined, ENGINE_CHECK_HINT);
+            }
+            return fail(exports.SQLSTATES.unavailable, `engine at ${s.url} is unreachable: ${text}`, undefined, ENGINE_CHECK_HINT);
+        }
+    }
+    function parse(s, path, status, content) {
+        try {
+            return JSON.parse(content);
+        }
+        catch {
+            if (status === 200) {
+                fail(exports.SQLSTATES.unavailable, `engine at ${s.url} answered POST ${path} with a body that is not JSON`, undefined, ENGINE_CHECK_HINT);
+            }
+            return null;
+        }
+    }
+    function postBatch(s, op, items, offset, total) {
+        const path = `/api/${op}/batch`;
+        const { status, content } = exchange(s, 'POST', path, JSON.stringify({ items }), [
+            ['Content-Type', 'application/json'],
+        ]);
+        const answer = parse(s, path, status, content);
+        if (status !== 200) {
+            const message = answer && typeof answer.error === 'string' ? answer.error : undefined;
+            if (status >= 400 && status < 500 && ((answer !== null && 'success' in answer) || status === 413)) {
+                fail(exports.SQLSTATES.itemFailed, `svc_${op}: ${message !== null && message !== void 0 ? message : `HTTP ${status}`}`);
+            }
+            fail(exports.SQLSTATES.unavailable, `engine at ${s.url} answered HTTP ${status} to POST ${path}${message ? `: ${message}` : ''}`, undefined, ENGINE_CHECK_HINT);
+        }
+        const results = answer === null || answer === void 0 ? void 0 : answer.results;
+        if (!Array.isArray(results) || results.length !== items.length) {
+            fail(exports.SQLSTATES.unavailable, `engine at ${s.url} answered POST ${path} without one result per item`, undefined, ENGINE_CHECK_HINT);
+        }
+        return results.map((result, index) => {
+            if (!result.success) {
+                const detail = total > 1 ? `item ${offset + index + 1} of ${total}` : undefined;
+                fail(exports.SQLSTATES.itemFailed, `svc_${op}: ${result.message || 'item failed'}`, detail);
+            }
+            return String(op === 'encrypt' ? result.encryptedData : result.decryptedData);
+        });
+    }
+    function runOne(op, item) {
+        const results = postBatch(settings(), op, [item], 0, 1);
+        return results[0];
+    }
+    function runArray(op, values, makeItem) {
+        if (values === null)
+            return null;
+        const out = values.slice();
+        const positions = [];
+        out.forEach((v, i) => {
+            if (v !== null && v !== undefined)
+                positions.push(i);
+        });
+        if (positions.length === 0)
+            return out;
+        const s = settings();
+        const total = positions.length;
+        let start = 0;
+        while (start < total) {
+            let end = start;
+            let size = 0;
+            while (end < total && end - start < s.batchSize) {
+                const n = out[positions[end]].length;
+                if (end > start && size + n > MAX_REQUEST_DATA_CHARS)
+                    break;
+                size += n;
+                end += 1;
+            }
+            const chunk = positions.slice(start, end);
+            const results = postBatch(s, op, chunk.map((i) => makeItem(out[i])), start, total);
+            chunk.forEach((i, k) => {
+                out[i] = results[k];
+            });
+            start = end;
+        }
+        return out;
+    }
+    function health() {
+        const s = settings();
+        const { status, content } = exchange(s, 'GET', '/api/health', null, []);
+        if (status !== 200) {
+            fail(exports.SQLSTATES.unavailable, `engine at ${s.url} answered HTTP ${status} to GET /api/health`, undefined, ENGINE_CHECK_HINT);
+        }
+        return content;
+    }
+    return {
+        encrypt: (data, policyCode) => runOne('encrypt', { data, policyCode }),
+        encryptByName: (data, policyName, policyVersion) => runOne('encrypt', policyVersion === null ? { data, policyName } : { data, policyName, policyVersion }),
+        decrypt: (data) => runOne('decrypt', { data }),
+        encryptArray: (values, policyCode) => runArray('encrypt', values, (data) => ({ data, policyCode })),
+        decryptArray: (values) => runArray('decrypt', values, (data) => ({ data })),
+        health,
+        engineInfo: () => {
+            const s = settings();
+            const info = {
+                engineUrl: s.url,
+                bridge: 'plv8',
+                timeoutMs: s.timeoutMs,
+                batchSize: s.batchSize,
+                health: JSON.parse(health()),
+            };
+            const headers = s.tenantId ? [['X-SVC-Tenant-Id', s.tenantId]] : [];
+            const { status, content } = exchange(s, 'GET', '/engine/api/v1/runtime/info', null, headers);
+            if (status === 200) {
+                info.runtime = JSON.parse(content);
+            }
+            else {
+                info.runtime = null;
+                info.runtimeStatus = status;
+            }
+            return JSON.stringify(info);
+        },
+    };
+}
+return exports;
+})()).createBridge(plv8, @SCHEMA_JSON@, @HTTP_JSON@);
+$js$,
+    '@SCHEMA_JSON@', to_json(quote_ident(target_schema))::text),
+    '@HTTP_JSON@', coalesce(to_json(http_schema)::text, 'null'));
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE %s STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.encrypt(data, policy_code)$py$
+                                       ELSE js_prelude || $js$return b.encrypt(data, policy_code);$js$ END);
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text) IS %L', target_schema, $c$Encrypts a value under a policy code through the engine; NULL in, NULL out.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$if data is None or policy_name is None:
+    return None
+return b.encrypt_by_name(data, policy_name, policy_version)$py$
+                                       ELSE js_prelude || $js$if (data === null || policy_name === null) return null;
+return b.encryptByName(data, policy_name, policy_version === null ? null : policy_version);$js$ END);
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) IS %L', target_schema, $c$Encrypts a value under a policy name, at policy_version or the latest version when NULL.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$if data is None or policy_name is None:
+    return None
+return b.encrypt_by_name(data, policy_name, policy_version)$py$
+                                       ELSE js_prelude || $js$if (data === null || policy_name === null) return null;
+return b.encryptByName(data, policy_name, policy_version === null ? null : policy_version);$js$ END);
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text, integer) IS %L', target_schema, $c$Same as svc_encrypt_by_name: encrypts under a policy name, at policy_version or the latest when NULL.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text) RETURNS text LANGUAGE %s STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.decrypt(data)$py$
+                                       ELSE js_prelude || $js$return b.decrypt(data);$js$ END);
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text) IS %L', target_schema, $c$Decrypts a ciphertext (hub:<policy>:...) through the engine; NULL in, NULL out.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE %s STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.encrypt_array(data, policy_code)$py$
+                                       ELSE js_prelude || $js$return b.encryptArray(data, policy_code);$js$ END);
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text[], text) IS %L', target_schema, $c$Encrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE %s STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.decrypt_array(data)$py$
+                                       ELSE js_prelude || $js$return b.decryptArray(data);$js$ END);
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text[]) IS %L', target_schema, $c$Decrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_health() RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.health()$py$
+                                       ELSE js_prelude || $js$return JSON.parse(b.health());$js$ END);
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_health() IS %L', target_schema, $c$The engine's GET /api/health answer; raises SV002 when the engine cannot be reached.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_engine_info() RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.engine_info()$py$
+                                       ELSE js_prelude || $js$return JSON.parse(b.engineInfo());$js$ END);
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_engine_info() IS %L', target_schema, $c$The bridge settings in effect, the engine health and, when readable, its runtime info.$c$);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__raise(text, text, text, text) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__raise(text, text, text, text) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text, text) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text, text) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text, text, integer) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text, text, integer) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text[], text) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text[], text) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_health() FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_health() TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_engine_info() FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_engine_info() TO svc_user', target_schema);
+END
+$svc_install$;

@@ -1,0 +1,137 @@
+-- Generated from udf/ by `npm run sql -w udf`; do not edit by hand (a test compares this file with the generator).
+-- Installs svc_encrypt_column / svc_decrypt_column: in-place, chunked, resumable bulk work on a column.
+-- Needs 0001. One DO statement: one transaction under any runner; idempotent. See docs/sql.md.
+DO $svc_install$
+DECLARE
+  target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');
+BEGIN
+  IF to_regprocedure(format('%I.svc_encrypt(text[], text)', target_schema)) IS NULL THEN
+    RAISE EXCEPTION 'svc bridge: install the bridge functions (0001-install-bridge.sql) in schema % first', target_schema
+      USING ERRCODE = 'SV003';
+  END IF;
+  EXECUTE format('CREATE OR REPLACE PROCEDURE %I.svc_encrypt_column(tbl regclass, col name, policy_code text, chunk_rows integer DEFAULT 10000, key_column name DEFAULT NULL) LANGUAGE plpgsql AS %L', target_schema,
+    replace($p$
+DECLARE
+  key_col name := key_column;
+  key_type text;
+  chunk_sql text;
+  last_key text;
+  rows_in_chunk bigint;
+  done bigint := 0;
+  started timestamptz := clock_timestamp();
+  seconds float8;
+BEGIN
+  IF chunk_rows IS NULL OR chunk_rows < 1 THEN
+    RAISE EXCEPTION 'svc_encrypt_column: chunk_rows must be a positive integer' USING ERRCODE = '22023';
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+                  WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped AND t.typcategory = 'S') THEN
+    RAISE EXCEPTION 'svc_encrypt_column: % has no text column %', tbl, col USING ERRCODE = '42703';
+  END IF;
+  IF key_col IS NULL THEN
+    SELECT a.attname INTO key_col
+      FROM pg_catalog.pg_index i JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+     WHERE i.indrelid = tbl AND i.indisprimary AND i.indnkeyatts = 1;
+    IF key_col IS NULL THEN
+      RAISE EXCEPTION 'svc_encrypt_column: % has no single-column primary key', tbl
+        USING ERRCODE = '22023', HINT = 'Pass key_column => a unique, not-null column to walk the table by.';
+    END IF;
+  END IF;
+  SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) INTO key_type
+    FROM pg_catalog.pg_attribute a WHERE a.attrelid = tbl AND a.attname = key_col AND a.attnum > 0 AND NOT a.attisdropped;
+  IF key_type IS NULL THEN
+    RAISE EXCEPTION 'svc_encrypt_column: % has no column %', tbl, key_col USING ERRCODE = '42703';
+  END IF;
+  -- One chunk: lock the next rows (in key order) that still need work, send their values in one array
+  -- call, write the results back, and report how many rows and the last key seen.
+  chunk_sql := format($q$
+    WITH chunk AS MATERIALIZED (
+      SELECT %3$I AS k, %2$I AS v FROM %1$s
+       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND %2$I !~ '^hub:[A-Za-z0-9_.-]{1,128}:[A-Za-z0-9_-]+$'
+       ORDER BY %3$I LIMIT $2 FOR UPDATE
+    ), agg AS (
+      SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v::text ORDER BY k) AS vs FROM chunk
+    ), res AS (
+      SELECT u.k, u.v FROM agg, LATERAL pg_catalog.unnest(agg.ks, @SCHEMA@.svc_encrypt(agg.vs, $3)) AS u(k, v)
+    ), upd AS (
+      UPDATE %1$s t SET %2$I = res.v FROM res WHERE t.%3$I = res.k RETURNING 1
+    )
+    SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k::text FROM chunk ORDER BY k DESC LIMIT 1)$q$, tbl, col, key_col, key_type);
+  LOOP
+    EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows, policy_code;
+    EXIT WHEN rows_in_chunk = 0;
+    COMMIT;
+    done := done + rows_in_chunk;
+    seconds := greatest(extract(epoch FROM clock_timestamp() - started)::float8, 0.000001);
+    RAISE NOTICE 'svc_encrypt_column: % rows done, % rows/s', done, round(done / seconds);
+  END LOOP;
+  RAISE NOTICE 'svc_encrypt_column: finished, % rows in % s', done, round(extract(epoch FROM clock_timestamp() - started)::numeric, 3);
+END
+$p$, '@SCHEMA@', quote_ident(target_schema)));
+  EXECUTE format('COMMENT ON PROCEDURE %I.svc_encrypt_column(regclass, name, text, integer, name) IS %L', target_schema, $c$Encrypts a text column in place in chunks, committing each; skips values already in ciphertext shape, so it resumes after an interruption.$c$);
+  EXECUTE format('CREATE OR REPLACE PROCEDURE %I.svc_decrypt_column(tbl regclass, col name, chunk_rows integer DEFAULT 10000, key_column name DEFAULT NULL) LANGUAGE plpgsql AS %L', target_schema,
+    replace($p$
+DECLARE
+  key_col name := key_column;
+  key_type text;
+  chunk_sql text;
+  last_key text;
+  rows_in_chunk bigint;
+  done bigint := 0;
+  started timestamptz := clock_timestamp();
+  seconds float8;
+BEGIN
+  IF chunk_rows IS NULL OR chunk_rows < 1 THEN
+    RAISE EXCEPTION 'svc_decrypt_column: chunk_rows must be a positive integer' USING ERRCODE = '22023';
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+                  WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped AND t.typcategory = 'S') THEN
+    RAISE EXCEPTION 'svc_decrypt_column: % has no text column %', tbl, col USING ERRCODE = '42703';
+  END IF;
+  IF key_col IS NULL THEN
+    SELECT a.attname INTO key_col
+      FROM pg_catalog.pg_index i JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+     WHERE i.indrelid = tbl AND i.indisprimary AND i.indnkeyatts = 1;
+    IF key_col IS NULL THEN
+      RAISE EXCEPTION 'svc_decrypt_column: % has no single-column primary key', tbl
+        USING ERRCODE = '22023', HINT = 'Pass key_column => a unique, not-null column to walk the table by.';
+    END IF;
+  END IF;
+  SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) INTO key_type
+    FROM pg_catalog.pg_attribute a WHERE a.attrelid = tbl AND a.attname = key_col AND a.attnum > 0 AND NOT a.attisdropped;
+  IF key_type IS NULL THEN
+    RAISE EXCEPTION 'svc_decrypt_column: % has no column %', tbl, key_col USING ERRCODE = '42703';
+  END IF;
+  -- One chunk: lock the next rows (in key order) that still need work, send their values in one array
+  -- call, write the results back, and report how many rows and the last key seen.
+  chunk_sql := format($q$
+    WITH chunk AS MATERIALIZED (
+      SELECT %3$I AS k, %2$I AS v FROM %1$s
+       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND %2$I ~ '^hub:[A-Za-z0-9_.-]{1,128}:[A-Za-z0-9_-]+$'
+       ORDER BY %3$I LIMIT $2 FOR UPDATE
+    ), agg AS (
+      SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v::text ORDER BY k) AS vs FROM chunk
+    ), res AS (
+      SELECT u.k, u.v FROM agg, LATERAL pg_catalog.unnest(agg.ks, @SCHEMA@.svc_decrypt(agg.vs)) AS u(k, v)
+    ), upd AS (
+      UPDATE %1$s t SET %2$I = res.v FROM res WHERE t.%3$I = res.k RETURNING 1
+    )
+    SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k::text FROM chunk ORDER BY k DESC LIMIT 1)$q$, tbl, col, key_col, key_type);
+  LOOP
+    EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows;
+    EXIT WHEN rows_in_chunk = 0;
+    COMMIT;
+    done := done + rows_in_chunk;
+    seconds := greatest(extract(epoch FROM clock_timestamp() - started)::float8, 0.000001);
+    RAISE NOTICE 'svc_decrypt_column: % rows done, % rows/s', done, round(done / seconds);
+  END LOOP;
+  RAISE NOTICE 'svc_decrypt_column: finished, % rows in % s', done, round(extract(epoch FROM clock_timestamp() - started)::numeric, 3);
+END
+$p$, '@SCHEMA@', quote_ident(target_schema)));
+  EXECUTE format('COMMENT ON PROCEDURE %I.svc_decrypt_column(regclass, name, integer, name) IS %L', target_schema, $c$Decrypts a text column in place in chunks, committing each; skips values not in ciphertext shape, so it resumes after an interruption.$c$);
+  EXECUTE format('REVOKE ALL ON PROCEDURE %I.svc_encrypt_column(regclass, name, text, integer, name) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON PROCEDURE %I.svc_encrypt_column(regclass, name, text, integer, name) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON PROCEDURE %I.svc_decrypt_column(regclass, name, integer, name) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON PROCEDURE %I.svc_decrypt_column(regclass, name, integer, name) TO svc_user', target_schema);
+END
+$svc_install$;

@@ -1,0 +1,41 @@
+-- Generated from udf/ by `npm run sql -w udf`; do not edit by hand (a test compares this file with the generator).
+-- Removes everything the migrations installed from the schema named by svc.install_schema (default public),
+-- the schema itself when the install created it and it is empty, and the role svc_user when no database
+-- still refers to it. The procedural language stays (other code may use it). One DO statement.
+DO $svc_uninstall$
+DECLARE
+  target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');
+BEGIN
+  IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'svc_bridge') THEN
+    RAISE EXCEPTION 'svc bridge: installed as an extension here; use DROP EXTENSION svc_bridge' USING ERRCODE = 'SV003';
+  END IF;
+  EXECUTE format('DROP PROCEDURE IF EXISTS %1$I.svc_encrypt_column(regclass, name, text, integer, name)', target_schema);
+  EXECUTE format('DROP PROCEDURE IF EXISTS %1$I.svc_decrypt_column(regclass, name, integer, name)', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_encrypt(text, text)', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_encrypt_by_name(text, text, integer)', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_encrypt(text, text, integer)', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_decrypt(text)', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_encrypt(text[], text)', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_decrypt(text[])', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_health()', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_engine_info()', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__raise(text, text, text, text)', target_schema);
+  IF target_schema <> 'public' AND to_regnamespace(target_schema) IS NOT NULL THEN
+    EXECUTE format('REVOKE USAGE ON SCHEMA %I FROM svc_user', target_schema);
+    IF pg_catalog.obj_description(to_regnamespace(target_schema), 'pg_namespace') LIKE 'created by the svc bridge install%'
+       AND NOT EXISTS (SELECT FROM pg_catalog.pg_class WHERE relnamespace = to_regnamespace(target_schema))
+       AND NOT EXISTS (SELECT FROM pg_catalog.pg_proc WHERE pronamespace = to_regnamespace(target_schema))
+       AND NOT EXISTS (SELECT FROM pg_catalog.pg_type WHERE typnamespace = to_regnamespace(target_schema)) THEN
+      EXECUTE format('DROP SCHEMA %I', target_schema);
+    END IF;
+  END IF;
+  -- The role is cluster-wide: it goes only when nothing in any database still refers to it.
+  IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'svc_user') THEN
+    BEGIN
+      DROP ROLE svc_user;
+    EXCEPTION WHEN dependent_objects_still_exist THEN
+      RAISE NOTICE 'svc bridge: role svc_user kept, other databases still grant it privileges';
+    END;
+  END IF;
+END
+$svc_uninstall$;

@@ -1,0 +1,368 @@
+// Generates what a DBA applies: each migration is ONE `DO` statement, so it is one transaction whether
+// it runs under `psql -f`, a migration tool, or inside CREATE EXTENSION, and it is idempotent (CREATE OR
+// REPLACE, IF NOT EXISTS, GRANT). The DO block picks the bridge language at install time — the one
+// named in `svc.bridge`, else the one an earlier install used, else PL/Python, else plv8 with `http` —
+// and creates the functions in the schema named by `svc.install_schema` (default public), or, inside
+// CREATE EXTENSION, in the extension's schema.
+import { CIPHERTEXT_PATTERN, FUNCTIONS, PROCEDURES, ROLE } from './sql-surface.js';
+
+export type InstallMode = 'migration' | 'extension';
+
+export interface BridgeSources {
+  /** The PL/Python module (udf/src/plpython/svc_bridge.py). */
+  readonly python: string;
+  /** The plv8 bridge as one expression evaluating to its exports (see plv8-bundle.ts). */
+  readonly javascript: string;
+  /** Short content hashes: the per-backend cache key, so a reinstall takes effect in open sessions. */
+  readonly pythonHash: string;
+  readonly javascriptHash: string;
+}
+
+/** Dollar-quotes text with a tag that does not occur in it. */
+export function dollarQuote(text: string, tag: string): string {
+  const delimiter = `$${tag}$`;
+  if (text.includes(delimiter)) throw new Error(`text contains the dollar-quote delimiter ${delimiter}`);
+  return `${delimiter}${text}${delimiter}`;
+}
+
+const HEADER = `-- Generated from udf/ by \`npm run sql -w udf\`; do not edit by hand (a test compares this file with the generator).`;
+
+/** The declarations every install block starts with: target schema and bridge language. */
+function chooseSchemaAndBridge(mode: InstallMode): string {
+  const schema =
+    mode === 'extension'
+      ? // CREATE EXTENSION runs the script with search_path set to the extension's schema.
+        'target_schema text := current_schema();'
+      : "target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');";
+  const ensureLanguage =
+    mode === 'extension'
+      ? `  IF bridge = 'plpython3u' AND NOT EXISTS (SELECT FROM pg_catalog.pg_language WHERE lanname = 'plpython3u') THEN
+    RAISE EXCEPTION 'svc_bridge: the plpython3u language is not installed in this database'
+      USING ERRCODE = 'SV003', HINT = 'Run CREATE EXTENSION plpython3u first (or CREATE EXTENSION plv8 and http, with SET svc.bridge = ''plv8'').';
+  END IF;
+  IF bridge = 'plv8' AND (NOT EXISTS (SELECT FROM pg_catalog.pg_language WHERE lanname = 'plv8')
+                          OR NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'http')) THEN
+    RAISE EXCEPTION 'svc_bridge: the plv8 bridge needs the plv8 and http extensions installed in this database'
+      USING ERRCODE = 'SV003', HINT = 'Run CREATE EXTENSION plv8; CREATE EXTENSION http; first.';
+  END IF;`
+      : `  IF bridge = 'plpython3u' THEN
+    CREATE EXTENSION IF NOT EXISTS plpython3u;
+  ELSE
+    CREATE EXTENSION IF NOT EXISTS plv8;
+    CREATE EXTENSION IF NOT EXISTS http;
+  END IF;`;
+  const available =
+    mode === 'extension'
+      ? "EXISTS (SELECT FROM pg_catalog.pg_language WHERE lanname = '%s')"
+      : "EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = '%s')";
+  const has = (name: string) => available.replace('%s', name);
+  return `DECLARE
+  ${schema}
+  requested text := nullif(current_setting('svc.bridge', true), '');
+  previous text;
+  bridge text;
+  http_schema text;
+  py_prelude text;
+  js_prelude text;
+BEGIN
+  SELECT l.lanname INTO previous
+    FROM pg_catalog.pg_proc p
+    JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+   WHERE p.proname = 'svc_encrypt' AND p.pronamespace = to_regnamespace(target_schema)
+     AND l.lanname IN ('plpython3u', 'plv8')
+   LIMIT 1;
+  IF requested IS NOT NULL AND requested NOT IN ('plpython3u', 'plv8') THEN
+    RAISE EXCEPTION 'svc.bridge must be plpython3u or plv8, got "%"', requested USING ERRCODE = 'SV003';
+  END IF;
+  bridge := coalesce(requested, previous, CASE
+    WHEN ${has('plpython3u')} THEN 'plpython3u'
+    WHEN ${has('plv8')} AND ${mode === 'extension' ? "EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'http')" : has('http')} THEN 'plv8'
+  END);
+  IF bridge IS NULL THEN
+    RAISE EXCEPTION 'svc bridge: this database offers neither plpython3u nor plv8 with the http extension'
+      USING ERRCODE = 'SV003', HINT = 'Install postgresql-plpython3-<version> (Debian) or plv8 and pgsql-http, then apply again.';
+  END IF;
+${ensureLanguage}
+  IF bridge = 'plv8' THEN
+    SELECT pg_catalog.quote_ident(n.nspname) INTO http_schema
+      FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+     WHERE e.extname = 'http';
+  END IF;`;
+}
+
+function pythonPrelude(sources: BridgeSources): string {
+  const key = `svc_bridge:${sources.pythonHash}`;
+  // The module travels as base64 because PL/Python re-indents every line of a function body.
+  return [
+    `b = GD.get('${key}')`,
+    'if b is None:',
+    '    import base64, types',
+    "    m = types.ModuleType('svc_bridge')",
+    "    exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)",
+    `    b = GD['${key}'] = m.Bridge(plpy)`,
+    '',
+  ].join('\n');
+}
+
+function javascriptPrelude(sources: BridgeSources): string {
+  const key = `svc_bridge:${sources.javascriptHash}`;
+  return [
+    `var b = globalThis['${key}'];`,
+    `if (!b) b = globalThis['${key}'] = (${sources.javascript}).createBridge(plv8, @SCHEMA_JSON@, @HTTP_JSON@);`,
+    '',
+  ].join('\n');
+}
+
+function createFunctions(): string {
+  const lines: string[] = [];
+  for (const f of FUNCTIONS) {
+    const options = `${f.strict ? 'STRICT ' : ''}VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp`;
+    lines.push(
+      `  EXECUTE format('CREATE OR REPLACE FUNCTION %I.${f.name}(${f.args}) RETURNS ${f.returns} LANGUAGE %s ${options} AS %L',`,
+      `    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || ${dollarQuote(f.python, 'py')}`,
+      `                                       ELSE js_prelude || ${dollarQuote(f.javascript, 'js')} END);`,
+      `  EXECUTE format('COMMENT ON FUNCTION %I.${f.name}(${f.identity}) IS %L', target_schema, ${dollarQuote(f.comment, 'c')});`,
+    );
+  }
+  return lines.join('\n');
+}
+
+function grants(objects: ReadonlyArray<{ kind: 'FUNCTION' | 'PROCEDURE'; name: string; identity: string }>): string {
+  return objects
+    .map(
+      (o) =>
+        `  EXECUTE format('REVOKE ALL ON ${o.kind} %I.${o.name}(${o.identity}) FROM PUBLIC', target_schema);\n` +
+        `  EXECUTE format('GRANT EXECUTE ON ${o.kind} %I.${o.name}(${o.identity}) TO ${ROLE}', target_schema);`,
+    )
+    .join('\n');
+}
+
+const RAISE_HELPER = `CREATE OR REPLACE FUNCTION %I.svc__raise(sqlstate text, message text, detail text, hint text) RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $body$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, DETAIL = coalesce(detail, ''), HINT = coalesce(hint, '');
+END
+$body$`;
+
+function roleAndSchema(mode: InstallMode): string {
+  const schema =
+    mode === 'migration'
+      ? `  IF to_regnamespace(target_schema) IS NULL THEN
+    EXECUTE format('CREATE SCHEMA %I', target_schema);
+    EXECUTE format('COMMENT ON SCHEMA %I IS %L', target_schema, 'created by the svc bridge install; its uninstall drops it when empty');
+  END IF;`
+      : '';
+  return `${schema}
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '${ROLE}') THEN
+    CREATE ROLE ${ROLE} NOLOGIN;
+  END IF;
+  IF target_schema <> 'public' THEN
+    EXECUTE format('GRANT USAGE ON SCHEMA %I TO ${ROLE}', target_schema);
+  END IF;`;
+}
+
+/** The bridge functions: schema, role, helper, the SQL surface in the chosen language, grants. */
+export function bridgeBlock(mode: InstallMode, sources: BridgeSources): string {
+  const helper = { kind: 'FUNCTION' as const, name: 'svc__raise', identity: 'text, text, text, text' };
+  return `DO ${dollarQuote(
+    `
+${chooseSchemaAndBridge(mode)}
+${roleAndSchema(mode)}
+  EXECUTE format(${dollarQuote(RAISE_HELPER, 'f')}, target_schema);
+  py_prelude := replace(${dollarQuote(pythonPrelude(sources), 'py')}, '@MODULE_B64@',
+    translate(encode(convert_to(${dollarQuote(sources.python, 'svc_python_module')}, 'UTF8'), 'base64'), E'\\n', ''));
+  js_prelude := replace(replace(${dollarQuote(javascriptPrelude(sources), 'js')},
+    '@SCHEMA_JSON@', to_json(quote_ident(target_schema))::text),
+    '@HTTP_JSON@', coalesce(to_json(http_schema)::text, 'null'));
+${createFunctions()}
+${grants([helper, ...FUNCTIONS.map((f) => ({ kind: 'FUNCTION' as const, name: f.name, identity: f.identity }))])}
+END
+`,
+    'svc_install',
+  )};
+`;
+}
+
+function procedureBody(op: 'encrypt' | 'decrypt'): string {
+  const call = op === 'encrypt' ? '@SCHEMA@.svc_encrypt(agg.vs, $3)' : '@SCHEMA@.svc_decrypt(agg.vs)';
+  // Encrypt skips values already in ciphertext shape; decrypt skips values not in it.
+  const match = op === 'encrypt' ? '!~' : '~';
+  const name = `svc_${op}_column`;
+  return `
+DECLARE
+  key_col name := key_column;
+  key_type text;
+  chunk_sql text;
+  last_key text;
+  rows_in_chunk bigint;
+  done bigint := 0;
+  started timestamptz := clock_timestamp();
+  seconds float8;
+BEGIN
+  IF chunk_rows IS NULL OR chunk_rows < 1 THEN
+    RAISE EXCEPTION '${name}: chunk_rows must be a positive integer' USING ERRCODE = '22023';
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+                  WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped AND t.typcategory = 'S') THEN
+    RAISE EXCEPTION '${name}: % has no text column %', tbl, col USING ERRCODE = '42703';
+  END IF;
+  IF key_col IS NULL THEN
+    SELECT a.attname INTO key_col
+      FROM pg_catalog.pg_index i JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+     WHERE i.indrelid = tbl AND i.indisprimary AND i.indnkeyatts = 1;
+    IF key_col IS NULL THEN
+      RAISE EXCEPTION '${name}: % has no single-column primary key', tbl
+        USING ERRCODE = '22023', HINT = 'Pass key_column => a unique, not-null column to walk the table by.';
+    END IF;
+  END IF;
+  SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) INTO key_type
+    FROM pg_catalog.pg_attribute a WHERE a.attrelid = tbl AND a.attname = key_col AND a.attnum > 0 AND NOT a.attisdropped;
+  IF key_type IS NULL THEN
+    RAISE EXCEPTION '${name}: % has no column %', tbl, key_col USING ERRCODE = '42703';
+  END IF;
+  -- One chunk: lock the next rows (in key order) that still need work, send their values in one array
+  -- call, write the results back, and report how many rows and the last key seen.
+  chunk_sql := format(${dollarQuote(
+    `
+    WITH chunk AS MATERIALIZED (
+      SELECT %3$I AS k, %2$I AS v FROM %1$s
+       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND %2$I ${match} '${CIPHERTEXT_PATTERN}'
+       ORDER BY %3$I LIMIT $2 FOR UPDATE
+    ), agg AS (
+      SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v::text ORDER BY k) AS vs FROM chunk
+    ), res AS (
+      SELECT u.k, u.v FROM agg, LATERAL pg_catalog.unnest(agg.ks, ${call}) AS u(k, v)
+    ), upd AS (
+      UPDATE %1$s t SET %2$I = res.v FROM res WHERE t.%3$I = res.k RETURNING 1
+    )
+    SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k::text FROM chunk ORDER BY k DESC LIMIT 1)`,
+    'q',
+  )}, tbl, col, key_col, key_type);
+  LOOP
+    EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows${op === 'encrypt' ? ', policy_code' : ''};
+    EXIT WHEN rows_in_chunk = 0;
+    COMMIT;
+    done := done + rows_in_chunk;
+    seconds := greatest(extract(epoch FROM clock_timestamp() - started)::float8, 0.000001);
+    RAISE NOTICE '${name}: % rows done, % rows/s', done, round(done / seconds);
+  END LOOP;
+  RAISE NOTICE '${name}: finished, % rows in % s', done, round(extract(epoch FROM clock_timestamp() - started)::numeric, 3);
+END
+`;
+}
+
+/** The bulk procedures: PL/pgSQL over the array functions, committing per chunk. */
+export function proceduresBlock(mode: InstallMode): string {
+  const schema =
+    mode === 'extension'
+      ? 'target_schema text := current_schema();'
+      : "target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');";
+  const creates = PROCEDURES.map(
+    (p) =>
+      // No SET search_path: a procedure with a SET clause cannot COMMIT; every name inside is qualified.
+      `  EXECUTE format('CREATE OR REPLACE PROCEDURE %I.${p.name}(${p.args}) LANGUAGE plpgsql AS %L', target_schema,
+    replace(${dollarQuote(procedureBody(p.op), 'p')}, '@SCHEMA@', quote_ident(target_schema)));
+  EXECUTE format('COMMENT ON PROCEDURE %I.${p.name}(${p.identity}) IS %L', target_schema, ${dollarQuote(p.comment, 'c')});`,
+  ).join('\n');
+  return `DO ${dollarQuote(
+    `
+DECLARE
+  ${schema}
+BEGIN
+  IF to_regprocedure(format('%I.svc_encrypt(text[], text)', target_schema)) IS NULL THEN
+    RAISE EXCEPTION 'svc bridge: install the bridge functions (0001-install-bridge.sql) in schema % first', target_schema
+      USING ERRCODE = 'SV003';
+  END IF;
+${creates}
+${grants(PROCEDURES.map((p) => ({ kind: 'PROCEDURE' as const, name: p.name, identity: p.identity })))}
+END
+`,
+    'svc_install',
+  )};
+`;
+}
+
+/** Removes every object the migrations create; the schema only when the install created it and it is empty. */
+export function uninstallBlock(): string {
+  const drops = [
+    ...PROCEDURES.map((p) => `PROCEDURE %1$I.${p.name}(${p.identity})`),
+    ...FUNCTIONS.map((f) => `FUNCTION %1$I.${f.name}(${f.identity})`),
+    'FUNCTION %1$I.svc__raise(text, text, text, text)',
+  ]
+    .map(
+      (object) =>
+        `  EXECUTE format('DROP ${object.split(' ')[0]} IF EXISTS ${object.slice(object.indexOf(' ') + 1)}', target_schema);`,
+    )
+    .join('\n');
+  return `DO ${dollarQuote(
+    `
+DECLARE
+  target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');
+BEGIN
+  IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'svc_bridge') THEN
+    RAISE EXCEPTION 'svc bridge: installed as an extension here; use DROP EXTENSION svc_bridge' USING ERRCODE = 'SV003';
+  END IF;
+${drops}
+  IF target_schema <> 'public' AND to_regnamespace(target_schema) IS NOT NULL THEN
+    EXECUTE format('REVOKE USAGE ON SCHEMA %I FROM ${ROLE}', target_schema);
+    IF pg_catalog.obj_description(to_regnamespace(target_schema), 'pg_namespace') LIKE 'created by the svc bridge install%'
+       AND NOT EXISTS (SELECT FROM pg_catalog.pg_class WHERE relnamespace = to_regnamespace(target_schema))
+       AND NOT EXISTS (SELECT FROM pg_catalog.pg_proc WHERE pronamespace = to_regnamespace(target_schema))
+       AND NOT EXISTS (SELECT FROM pg_catalog.pg_type WHERE typnamespace = to_regnamespace(target_schema)) THEN
+      EXECUTE format('DROP SCHEMA %I', target_schema);
+    END IF;
+  END IF;
+  -- The role is cluster-wide: it goes only when nothing in any database still refers to it.
+  IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '${ROLE}') THEN
+    BEGIN
+      DROP ROLE ${ROLE};
+    EXCEPTION WHEN dependent_objects_still_exist THEN
+      RAISE NOTICE 'svc bridge: role ${ROLE} kept, other databases still grant it privileges';
+    END;
+  END IF;
+END
+`,
+    'svc_uninstall',
+  )};
+`;
+}
+
+export function migrationFiles(sources: BridgeSources): Record<string, string> {
+  return {
+    'migrations/0001-install-bridge.sql': `${HEADER}
+-- Installs the svc bridge functions: svc_encrypt, svc_encrypt_by_name, svc_decrypt (scalar and array forms),
+-- svc_health, svc_engine_info, in the schema named by the setting svc.install_schema (default public), in the
+-- bridge language named by svc.bridge (plpython3u or plv8), else the one already installed, else plpython3u
+-- when available, else plv8 with the http extension. Creates the role ${ROLE} and grants it EXECUTE.
+-- One DO statement: one transaction under any runner; idempotent. See docs/sql.md.
+${bridgeBlock('migration', sources)}`,
+    'migrations/0002-install-bulk-procedures.sql': `${HEADER}
+-- Installs svc_encrypt_column / svc_decrypt_column: in-place, chunked, resumable bulk work on a column.
+-- Needs 0001. One DO statement: one transaction under any runner; idempotent. See docs/sql.md.
+${proceduresBlock('migration')}`,
+    'uninstall.sql': `${HEADER}
+-- Removes everything the migrations installed from the schema named by svc.install_schema (default public),
+-- the schema itself when the install created it and it is empty, and the role ${ROLE} when no database
+-- still refers to it. The procedural language stays (other code may use it). One DO statement.
+${uninstallBlock()}`,
+  };
+}
+
+export const EXTENSION_VERSION = '1.0';
+
+export function extensionFiles(sources: BridgeSources): Record<string, string> {
+  return {
+    'extension/svc_bridge.control': `# svc bridge: svc_encrypt / svc_decrypt through the encryption engine (see docs/sql.md)
+comment = 'svc_encrypt / svc_decrypt and bulk column procedures calling the encryption engine'
+default_version = '${EXTENSION_VERSION}'
+relocatable = false
+superuser = true
+`,
+    [`extension/svc_bridge--${EXTENSION_VERSION}.sql`]: `${HEADER}
+-- The same objects as sql/migrations, for CREATE EXTENSION svc_bridge [SCHEMA s]. The bridge language must
+-- already be installed (CREATE EXTENSION plpython3u, or plv8 and http with SET svc.bridge = 'plv8').
+\\echo Use "CREATE EXTENSION svc_bridge" to load this file. \\quit
+${bridgeBlock('extension', sources)}
+${proceduresBlock('extension')}`,
+  };
+}

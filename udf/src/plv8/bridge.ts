@@ -1,0 +1,290 @@
+// The plv8 side of the database bridge: the same contract as the PL/Python bridge (svc_bridge.py), with
+// the `http` extension (pgsql-http) as its HTTP client. Compiled to one self-contained script that the
+// generated SQL embeds in each plv8 function; the first call in a backend creates the bridge and later
+// calls reuse it. It talks to PostgreSQL only through `plv8.execute`, with the statements below, which is
+// also what lets the tests run it under a shim. No imports at run time: plv8 has no module loader.
+
+/** The part of plv8's API the bridge uses. */
+export interface Plv8 {
+  execute(sql: string, args?: readonly unknown[]): Array<Record<string, unknown>>;
+}
+
+/** Errors that reach SQL carry these SQLSTATEs (docs/sql.md). */
+export const SQLSTATES = { itemFailed: 'SV001', unavailable: 'SV002', config: 'SV003' } as const;
+
+const DEFAULT_TIMEOUT_MS = 5000;
+const MAX_TIMEOUT_MS = 3_600_000;
+const DEFAULT_BATCH_SIZE = 1000;
+const MAX_BATCH_SIZE = 10_000;
+// Characters of data per request: large values go in smaller requests so bodies stay well under the engine's limit.
+const MAX_REQUEST_DATA_CHARS = 2 * 1024 * 1024;
+const QUERY_CANCELED = '57014';
+const ENGINE_CHECK_HINT =
+  'Check the engine directly (GET <svc.engine_url>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.';
+
+/**
+ * The statements the bridge executes. `@SCHEMA@` is the bridge's schema and `@HTTP@` the http
+ * extension's, both substituted (quoted) by the installer, because the functions pin search_path.
+ */
+export const STATEMENTS = {
+  settings:
+    "SELECT current_setting('svc.engine_url', true) AS url, current_setting('svc.timeout_ms', true) AS timeout_ms, " +
+    "current_setting('svc.batch_size', true) AS batch_size, current_setting('svc.tenant_id', true) AS tenant_id",
+  prepare:
+    "SELECT @HTTP@.http_set_curlopt('CURLOPT_TIMEOUT_MS', $1) AS timeout, pg_catalog.set_config('http.keepalive', 'on', true) AS keepalive",
+  request:
+    'SELECT status, content FROM @HTTP@.http(ROW($1, $2, ' +
+    'ARRAY(SELECT @HTTP@.http_header(h->>0, h->>1) FROM pg_catalog.jsonb_array_elements($3::jsonb) AS h), $4, $5)::@HTTP@.http_request)',
+  raise: 'SELECT @SCHEMA@.svc__raise($1, $2, $3, $4)',
+} as const;
+
+interface Settings {
+  url: string;
+  timeoutMs: number;
+  batchSize: number;
+  tenantId: string | null;
+}
+
+type Op = 'encrypt' | 'decrypt';
+type Item = { data: string; policyCode?: string; policyName?: string; policyVersion?: number };
+
+interface BatchResult {
+  success?: boolean;
+  message?: string;
+  encryptedData?: string;
+  decryptedData?: string;
+}
+
+export interface Bridge {
+  encrypt(data: string, policyCode: string): string;
+  encryptByName(data: string, policyName: string, policyVersion: number | null): string;
+  decrypt(data: string): string;
+  encryptArray(values: ReadonlyArray<string | null> | null, policyCode: string): Array<string | null> | null;
+  decryptArray(values: ReadonlyArray<string | null> | null): Array<string | null> | null;
+  health(): string;
+  engineInfo(): string;
+}
+
+export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Bridge {
+  const sql = (text: string) => text.replace(/@SCHEMA@/g, schema).replace(/@HTTP@/g, httpSchema);
+  const statements = {
+    settings: STATEMENTS.settings,
+    prepare: sql(STATEMENTS.prepare),
+    request: sql(STATEMENTS.request),
+    raise: sql(STATEMENTS.raise),
+  };
+
+  function fail(sqlstate: string, message: string, detail?: string, hint?: string): never {
+    plv8.execute(statements.raise, [sqlstate, message, detail ?? null, hint ?? null]);
+    throw new Error(message);
+  }
+
+  function integer(raw: unknown, name: string, fallback: number, max: number): number {
+    if (raw === null || raw === undefined || String(raw).trim() === '') return fallback;
+    const text = String(raw).trim();
+    const value = /^[0-9]+$/.test(text) ? Number(text) : 0;
+    if (value < 1 || value > max) fail(SQLSTATES.config, `${name} must be an integer from 1 to ${max}, got "${raw}"`);
+    return value;
+  }
+
+  function settings(): Settings {
+    const row = plv8.execute(statements.settings)[0] ?? {};
+    const raw = typeof row.url === 'string' ? row.url.trim() : '';
+    if (raw === '') {
+      fail(
+        SQLSTATES.config,
+        'svc.engine_url is not set',
+        undefined,
+        "Set it for the database, role or session, e.g. ALTER DATABASE mydb SET svc.engine_url = 'http://127.0.0.1:8080'.",
+      );
+    }
+    if (!/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(raw)) {
+      fail(SQLSTATES.config, `svc.engine_url must be an http:// or https:// URL without query, got "${row.url}"`);
+    }
+    return {
+      url: raw.replace(/\/+$/, ''),
+      timeoutMs: integer(row.timeout_ms, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS),
+      batchSize: integer(row.batch_size, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE),
+      tenantId: typeof row.tenant_id === 'string' && row.tenant_id !== '' ? row.tenant_id : null,
+    };
+  }
+
+  function exchange(
+    s: Settings,
+    method: 'GET' | 'POST',
+    path: string,
+    body: string | null,
+    headers: Array<[string, string]>,
+  ): { status: number; content: string } {
+    plv8.execute(statements.prepare, [String(s.timeoutMs)]);
+    try {
+      const row = plv8.execute(statements.request, [
+        method,
+        s.url + path,
+        JSON.stringify(headers),
+        body === null ? null : 'application/json',
+        body,
+      ])[0];
+      return { status: Number(row?.status), content: String(row?.content ?? '') };
+    } catch (error) {
+      const e = error as { sqlerrcode?: string; message?: string };
+      if (e.sqlerrcode === QUERY_CANCELED) throw error;
+      const text = String(e.message ?? error);
+      if (/timed? ?out/i.test(text)) {
+        fail(
+          SQLSTATES.unavailable,
+          `engine at ${s.url} did not answer within svc.timeout_ms (${s.timeoutMs} ms)`,
+          undefined,
+          ENGINE_CHECK_HINT,
+        );
+      }
+      return fail(SQLSTATES.unavailable, `engine at ${s.url} is unreachable: ${text}`, undefined, ENGINE_CHECK_HINT);
+    }
+  }
+
+  function parse(s: Settings, path: string, status: number, content: string): unknown {
+    try {
+      return JSON.parse(content);
+    } catch {
+      if (status === 200) {
+        fail(
+          SQLSTATES.unavailable,
+          `engine at ${s.url} answered POST ${path} with a body that is not JSON`,
+          undefined,
+          ENGINE_CHECK_HINT,
+        );
+      }
+      return null;
+    }
+  }
+
+  function postBatch(s: Settings, op: Op, items: Item[], offset: number, total: number): string[] {
+    const path = `/api/${op}/batch`;
+    const { status, content } = exchange(s, 'POST', path, JSON.stringify({ items }), [
+      ['Content-Type', 'application/json'],
+    ]);
+    const answer = parse(s, path, status, content) as {
+      error?: string;
+      success?: boolean;
+      results?: BatchResult[];
+    } | null;
+    if (status !== 200) {
+      const message = answer && typeof answer.error === 'string' ? answer.error : undefined;
+      // {"success": false, ...} bodies and 413 are the engine refusing the data; anything else is the engine's state.
+      if (status >= 400 && status < 500 && ((answer !== null && 'success' in answer) || status === 413)) {
+        fail(SQLSTATES.itemFailed, `svc_${op}: ${message ?? `HTTP ${status}`}`);
+      }
+      fail(
+        SQLSTATES.unavailable,
+        `engine at ${s.url} answered HTTP ${status} to POST ${path}${message ? `: ${message}` : ''}`,
+        undefined,
+        ENGINE_CHECK_HINT,
+      );
+    }
+    const results = answer?.results;
+    if (!Array.isArray(results) || results.length !== items.length) {
+      fail(
+        SQLSTATES.unavailable,
+        `engine at ${s.url} answered POST ${path} without one result per item`,
+        undefined,
+        ENGINE_CHECK_HINT,
+      );
+    }
+    return results.map((result, index) => {
+      if (!result.success) {
+        const detail = total > 1 ? `item ${offset + index + 1} of ${total}` : undefined;
+        fail(SQLSTATES.itemFailed, `svc_${op}: ${result.message || 'item failed'}`, detail);
+      }
+      return String(op === 'encrypt' ? result.encryptedData : result.decryptedData);
+    });
+  }
+
+  function runOne(op: Op, item: Item): string {
+    const results = postBatch(settings(), op, [item], 0, 1);
+    return results[0] as string;
+  }
+
+  function runArray(
+    op: Op,
+    values: ReadonlyArray<string | null> | null,
+    makeItem: (value: string) => Item,
+  ): Array<string | null> | null {
+    if (values === null) return null;
+    const out = values.slice();
+    const positions: number[] = [];
+    out.forEach((v, i) => {
+      if (v !== null && v !== undefined) positions.push(i);
+    });
+    if (positions.length === 0) return out;
+    const s = settings();
+    const total = positions.length;
+    let start = 0;
+    while (start < total) {
+      let end = start;
+      let size = 0;
+      // A request closes at batch_size items or at the byte budget (one oversized value goes alone).
+      while (end < total && end - start < s.batchSize) {
+        const n = (out[positions[end] as number] as string).length;
+        if (end > start && size + n > MAX_REQUEST_DATA_CHARS) break;
+        size += n;
+        end += 1;
+      }
+      const chunk = positions.slice(start, end);
+      const results = postBatch(
+        s,
+        op,
+        chunk.map((i) => makeItem(out[i] as string)),
+        start,
+        total,
+      );
+      chunk.forEach((i, k) => {
+        out[i] = results[k] as string;
+      });
+      start = end;
+    }
+    return out;
+  }
+
+  function health(): string {
+    const s = settings();
+    const { status, content } = exchange(s, 'GET', '/api/health', null, []);
+    if (status !== 200) {
+      fail(
+        SQLSTATES.unavailable,
+        `engine at ${s.url} answered HTTP ${status} to GET /api/health`,
+        undefined,
+        ENGINE_CHECK_HINT,
+      );
+    }
+    return content;
+  }
+
+  return {
+    encrypt: (data, policyCode) => runOne('encrypt', { data, policyCode }),
+    encryptByName: (data, policyName, policyVersion) =>
+      runOne('encrypt', policyVersion === null ? { data, policyName } : { data, policyName, policyVersion }),
+    decrypt: (data) => runOne('decrypt', { data }),
+    encryptArray: (values, policyCode) => runArray('encrypt', values, (data) => ({ data, policyCode })),
+    decryptArray: (values) => runArray('decrypt', values, (data) => ({ data })),
+    health,
+    engineInfo: () => {
+      const s = settings();
+      const info: Record<string, unknown> = {
+        engineUrl: s.url,
+        bridge: 'plv8',
+        timeoutMs: s.timeoutMs,
+        batchSize: s.batchSize,
+        health: JSON.parse(health()),
+      };
+      const headers: Array<[string, string]> = s.tenantId ? [['X-SVC-Tenant-Id', s.tenantId]] : [];
+      const { status, content } = exchange(s, 'GET', '/engine/api/v1/runtime/info', null, headers);
+      if (status === 200) {
+        info.runtime = JSON.parse(content);
+      } else {
+        info.runtime = null;
+        info.runtimeStatus = status;
+      }
+      return JSON.stringify(info);
+    },
+  };
+}
