@@ -1,0 +1,224 @@
+// `npm run bench`: measures the execution API against the limits below it, all in one run on one
+// machine, and prints each figure as a ratio to its reference: raw node:crypto GCM (platform limit) ▸
+// the core's encryptMany (no HTTP) ▸ a bare Fastify route (framework floor) ▸ the engine as a real
+// process (single, JSON batch, binary frame batch, NDJSON stream) ▸ stream memory over ~1 GiB.
+// A measurement, not a test: missed targets still exit 0; any failed request or item exits 1.
+// Options: --quick (small smoke run); BENCH_STREAM_BYTES (memory run size, default 1 GiB).
+import { cpus, loadavg } from 'node:os';
+import { encodeRequestFrame } from '../dist/http/codecs/binary-frame.js';
+import { postLoad } from './http-load.mjs';
+import { coreEncryptManySampler, POLICY, plaintexts, rawGcmSampler } from './in-process.mjs';
+import { formatRate, formatSamples, rounds, table } from './measure.mjs';
+import { streamMemory } from './memory-run.mjs';
+import { streamEncrypt } from './ndjson-client.mjs';
+import { startBareServer, startEngine } from './processes.mjs';
+import { checkFrameBatch, checkJsonBatch, checkSingle } from './round-trip.mjs';
+
+const MIB = 1024 * 1024;
+const quick = process.argv.includes('--quick');
+for (const arg of process.argv.slice(2)) {
+  if (arg !== '--quick') throw new Error(`unknown argument "${arg}" (the only flag is --quick)`);
+}
+
+function streamBytesSetting() {
+  const raw = process.env.BENCH_STREAM_BYTES;
+  if (raw === undefined || raw === '') return quick ? 32 * MIB : 1024 * MIB;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < 1) throw new Error(`BENCH_STREAM_BYTES must be a positive integer`);
+  return value;
+}
+
+const settings = {
+  dataBytes: 32,
+  largeDataBytes: 1024,
+  batchItems: 1000,
+  rounds: quick ? 2 : 5,
+  inProcessMs: quick ? 200 : 1000,
+  httpSeconds: quick ? 1 : 3,
+  warmupSeconds: quick ? 1 : 2,
+  singleConnections: 10,
+  batchConnections: 4,
+  ndjsonBytes: quick ? 2 * MIB : 8 * MIB,
+  streamBytes: streamBytesSetting(),
+  streamDataBytes: 1024,
+};
+
+function log(message) {
+  process.stdout.write(`${message}\n`);
+}
+
+const F = {
+  raw: `raw GCM ${settings.dataBytes} B`,
+  rawLarge: `raw GCM ${settings.largeDataBytes} B`,
+  core: `core encryptMany ${settings.dataBytes} B`,
+  coreLarge: `core encryptMany ${settings.largeDataBytes} B`,
+  bare: 'bare Fastify route',
+  single: 'engine single JSON encrypt',
+  json: `engine JSON batch x${settings.batchItems}`,
+  frame: `engine binary frame x${settings.batchItems}`,
+  ndjson: 'engine NDJSON stream (1 conn)',
+};
+
+/** Figure name -> [unit, reference figure, target ratio]. */
+const REPORT = [
+  [F.raw, 'items/s'],
+  [F.rawLarge, 'items/s'],
+  [F.core, 'items/s', F.raw, 0.8],
+  [F.coreLarge, 'items/s', F.rawLarge, 0.8],
+  [F.bare, 'req/s'],
+  [F.single, 'req/s', F.bare, 0.6],
+  [F.json, 'items/s', F.core, 0.7],
+  [F.frame, 'items/s', F.core, 0.85],
+  [F.ndjson, 'items/s', F.core],
+];
+
+function report(results) {
+  const rows = [['figure', 'median rate', 'reference', 'ratio', 'target', 'result']];
+  for (const [name, unit, refName, target] of REPORT) {
+    const figure = results.get(name);
+    log(`  ${name}: ${formatRate(figure.median)} ${unit} (runs: ${formatSamples(figure.samples)})`);
+    const rate = `${formatRate(figure.median)} ${unit}`;
+    if (!refName) {
+      rows.push([name, rate, '-', '-', '-', '-']);
+      continue;
+    }
+    const ratio = figure.median / results.get(refName).median;
+    const hasTarget = target !== undefined;
+    rows.push([
+      name,
+      rate,
+      refName,
+      ratio.toFixed(2),
+      hasTarget ? `>= ${target.toFixed(2)}` : '-',
+      hasTarget ? (ratio >= target ? 'met' : 'MISSED') : '-',
+    ]);
+  }
+  return rows;
+}
+
+/** An HTTP sampler: one autocannon run, as items per second; warmed up once before the rounds. */
+async function httpSampler(itemsPerRequest, options) {
+  await postLoad({ ...options, seconds: settings.warmupSeconds });
+  return async () => (await postLoad({ ...options, seconds: settings.httpSeconds })) * itemsPerRequest;
+}
+
+async function measureAll(bare, engine) {
+  const { dataBytes: small, largeDataBytes: large, inProcessMs: ms } = settings;
+  const single = { data: plaintexts(1, small)[0], policyCode: POLICY };
+  const singleBody = JSON.stringify(single);
+  const items = plaintexts(settings.batchItems, small).map((data) => ({ data, policyCode: POLICY }));
+  const frame = encodeRequestFrame('encrypt', items);
+  const stream = { origin: engine.origin, dataBytes: small, policyCode: POLICY };
+
+  // Every request is checked once, item by item and back through decrypt, before it is put under load.
+  await checkSingle(engine.origin, single);
+  await checkJsonBatch(engine.origin, items);
+  await checkFrameBatch(engine.origin, frame, items);
+  await streamEncrypt({ ...stream, totalBytes: settings.ndjsonBytes / 4 });
+
+  log('warming up ...');
+  const json = 'application/json';
+  const figures = {
+    [F.raw]: rawGcmSampler({ size: small, ms }),
+    [F.core]: coreEncryptManySampler({ size: small, ms }),
+    [F.rawLarge]: rawGcmSampler({ size: large, ms }),
+    [F.coreLarge]: coreEncryptManySampler({ size: large, ms }),
+    [F.bare]: await httpSampler(1, {
+      url: `${bare.origin}/bare`,
+      body: singleBody,
+      contentType: json,
+      connections: settings.singleConnections,
+      verifyBody: (body) => body.includes('"success":true'),
+    }),
+    [F.single]: await httpSampler(1, {
+      url: `${engine.origin}/api/encrypt`,
+      body: singleBody,
+      contentType: json,
+      connections: settings.singleConnections,
+      verifyBody: (body) => body.includes('"success":true'),
+    }),
+    [F.json]: await httpSampler(items.length, {
+      url: `${engine.origin}/api/encrypt/batch`,
+      body: JSON.stringify({ items }),
+      contentType: json,
+      connections: settings.batchConnections,
+      verifyBody: (body) => body.includes('"totalFailed":0,'),
+    }),
+    [F.frame]: await httpSampler(items.length, {
+      url: `${engine.origin}/api/encrypt/batch`,
+      body: frame,
+      contentType: 'application/x-svc-binary-frame',
+      connections: settings.batchConnections,
+      verifyBody: (body) => body.startsWith('SVCF'),
+    }),
+    [F.ndjson]: async () => {
+      const run = await streamEncrypt({ ...stream, totalBytes: settings.ndjsonBytes });
+      return run.lines / run.seconds;
+    },
+  };
+  return rounds(settings.rounds, figures, (round) => log(`round ${round}/${settings.rounds} done`));
+}
+
+async function main() {
+  const cores = cpus();
+  log(`engine benchmark${quick ? ' (--quick smoke run: figures are not meaningful)' : ''}`);
+  const load = loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
+  log(`node ${process.version}, ${cores.length} cores (${cores[0]?.model ?? 'unknown'}), load average ${load}`);
+  log(`Figures are medians of ${settings.rounds} rounds; each round samples every figure in turn, so drift in`);
+  log('the machine load hits them alike. Ratios compare figures from this same run.');
+  log('In process (this process): raw node:crypto AES-256-GCM (createCipheriv + setAAD + update + final +');
+  log(
+    `getAuthTag, pooled random nonces) and the core's ExecutionService.encryptMany on ${settings.batchItems}-item arrays.`,
+  );
+  log('HTTP: the engine (node engine/dist/main.js --dev) and a bare Fastify app (one POST route, constant JSON)');
+  log('each run in their own process; the load generator (autocannon, keep-alive; single requests over');
+  log(
+    `${settings.singleConnections} connections, batches over ${settings.batchConnections}) runs in this process and competes with them for`,
+  );
+  log(`the same ${cores.length} cores. NDJSON: one streaming request at a time, response read concurrently.\n`);
+
+  const bare = await startBareServer();
+  let results;
+  try {
+    const engine = await startEngine();
+    try {
+      log(`engine pid ${engine.pid} at ${engine.origin}; bare Fastify pid ${bare.pid}`);
+      results = await measureAll(bare, engine);
+    } finally {
+      await engine.stop();
+    }
+  } finally {
+    await bare.stop();
+  }
+  const rows = report(results);
+
+  log(`stream memory: ${(settings.streamBytes / MIB).toFixed(0)} MiB of NDJSON through a fresh engine`);
+  const memory = await streamMemory({ bytes: settings.streamBytes, dataBytes: settings.streamDataBytes, log });
+  rows.push([
+    'stream memory: peak - start RSS',
+    `${(memory.growth / MIB).toFixed(1)} MiB`,
+    '-',
+    '-',
+    '< 200 MiB',
+    memory.growth < 200 * MIB ? 'met' : 'MISSED',
+  ]);
+  rows.push([
+    `stream throughput (${settings.streamDataBytes} B items)`,
+    `${memory.mbPerSecond.toFixed(1)} MiB/s`,
+    '-',
+    '-',
+    '-',
+    '-',
+  ]);
+  log(`\n${table(rows)}`);
+}
+
+main().then(
+  () => process.exit(0),
+  (error) => {
+    process.stderr.write(`benchmark failed: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  },
+);
