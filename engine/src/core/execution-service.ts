@@ -57,6 +57,9 @@ export interface DecryptedBytes {
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
+/** String.prototype.isWellFormed (Node 20+) is in the ES2024 library, beyond the ES2023 one we compile against. */
+type WellFormedCheck = string & { isWellFormed(): boolean };
+
 /**
  * The longest envelope encrypt can return for a plaintext of `maxDataBytes`: decrypt must accept every
  * ciphertext the engine itself produced, so the ciphertext limit is derived from the plaintext limit
@@ -93,6 +96,11 @@ export class ExecutionService {
 
   /** Encrypts one item's bytes (or UTF-8 text) under a policy reference; returns the envelope. */
   encryptData(snapshot: RuntimeSnapshot, ref: PolicyRef, data: string | Uint8Array): ItemSuccess {
+    // UTF-8 cannot carry a lone surrogate: encoding would silently turn it into U+FFFD, so the value
+    // would not decrypt to what was sent (and under SIV would collide with the real U+FFFD).
+    if (typeof data === 'string' && !(data as WellFormedCheck).isWellFormed()) {
+      throw errors.invalid('data must be valid Unicode text (it contains a lone surrogate)');
+    }
     const plaintext = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
     if (plaintext.length > this.limits.maxDataBytes) {
       throw errors.tooLarge(`data exceeds ${this.limits.maxDataBytes} bytes`);
