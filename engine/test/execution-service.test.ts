@@ -428,6 +428,26 @@ describe('text and bytes', () => {
   });
 });
 
+describe('text that UTF-8 cannot carry', () => {
+  it('refuses text with a lone surrogate instead of silently replacing it', () => {
+    const { service } = serviceWith();
+    for (const data of ['a\uD800b', '\uDFFF', 'end\uD83D']) {
+      for (const policyCode of ['PII_GCM', 'PII_SIV']) {
+        expectError(
+          () => service.encryptOne({ data, policyCode }),
+          'INVALID_REQUEST',
+          'data must be valid Unicode text (it contains a lone surrogate)',
+          400,
+        );
+      }
+      expect(failure(service.encryptMany([{ data, policyCode: 'PII_SIV' }])[0]).code).toBe('INVALID_REQUEST');
+    }
+    // A proper pair is one code point and round-trips.
+    const emoji = service.encryptOne({ data: '\uD83D\uDD10', policyCode: 'PII_SIV' }).data;
+    expect(service.decryptOne({ data: emoji }).data).toBe('🔐');
+  });
+});
+
 describe('usage counters', () => {
   it('count encryptions and successful decryptions per key version', () => {
     const { service, cache } = serviceWith();
