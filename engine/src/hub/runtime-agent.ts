@@ -1,0 +1,296 @@
+// The engine's side of the hub: its runtime identity (registration rules of the operations API), its
+// status (UNREGISTERED, OFFLINE, ONLINE), the heartbeat that reports usage and applies the hub's
+// snapshot when the runtime changed, and the sync check against the hub's manifest.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { EngineError, errors } from '../core/errors.js';
+import { type MaterialReader, parseKeyRecord, parsePolicyRecord } from '../core/records.js';
+import type { CacheManager } from '../store/cache-manager.js';
+import type { Logger } from '../store/logger.js';
+import type { RuntimeIdentity } from '../store/snapshot-store.js';
+import { usageReport } from '../store/usage-report.js';
+import { type HubClient, HubError } from './hub-client.js';
+import {
+  type CryptoMetrics,
+  type EngineStatus,
+  type HeartbeatResponse,
+  keyCheckValue,
+  type RuntimeManifest,
+} from './protocol.js';
+
+export interface HeartbeatOutcome {
+  readonly runtimeVersion: string;
+  readonly runtimeChanged: boolean;
+  /** Whether a snapshot from the hub was applied to the cache by this heartbeat. */
+  readonly applied: boolean;
+  readonly policyCount: number;
+  readonly keyCount: number;
+}
+
+export interface SyncDifferences {
+  missing: string[];
+  unexpected: string[];
+  different: string[];
+}
+
+export interface SyncCheckResult {
+  inSync: boolean;
+  local: { runtimeVersion: string; policyCount: number; keyCount: number };
+  hub: { runtimeVersion: string; policyCount: number; keyCount: number };
+  policies: SyncDifferences;
+  keys: SyncDifferences;
+  checkedAt: string;
+}
+
+export interface RuntimeAgentDeps {
+  readonly manager: CacheManager;
+  readonly client: HubClient;
+  readonly readMaterial: MaterialReader;
+  readonly engineVersion: string;
+  readonly log: Logger;
+  readonly identity: RuntimeIdentity | null;
+}
+
+const TENANT_PATTERN = /^[\x21-\x7e]{1,256}$/;
+
+/** Constant-time comparison of tenant ids: hashing first makes the lengths equal. */
+export function sameTenant(presented: string | undefined, expected: string): boolean {
+  if (presented === undefined) return false;
+  const a = createHash('sha256').update(presented).digest();
+  const b = createHash('sha256').update(expected).digest();
+  return timingSafeEqual(a, b);
+}
+
+/** Validates and normalizes a registration body; 400 with a clear message otherwise. */
+export function parseIdentity(body: unknown): RuntimeIdentity {
+  const fields = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
+  const { hubUrl, tenantId } = fields;
+  let url: URL | undefined;
+  try {
+    url = typeof hubUrl === 'string' ? new URL(hubUrl) : undefined;
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    throw errors.identityInvalid('hubUrl must be an absolute http or https URL');
+  }
+  if (url.username || url.password) throw errors.identityInvalid('hubUrl must not carry credentials');
+  if (url.search || url.hash) throw errors.identityInvalid('hubUrl must not carry a query or fragment');
+  if (typeof tenantId !== 'string' || !TENANT_PATTERN.test(tenantId)) {
+    throw errors.identityInvalid(
+      'tenantId must be a non-empty string of printable characters without spaces (at most 256)',
+    );
+  }
+  return { hubUrl: url.toString().replace(/\/+$/, ''), tenantId };
+}
+
+export class RuntimeAgent {
+  #identity: RuntimeIdentity | null;
+  #online = false;
+  #lastHeartbeatError: string | null = null;
+  #lastApplyError: string | null = null;
+  #chain: Promise<unknown> = Promise.resolve();
+  readonly #registered = new Set<() => void>();
+
+  constructor(readonly deps: RuntimeAgentDeps) {
+    this.#identity = deps.identity;
+  }
+
+  get identity(): RuntimeIdentity | null {
+    return this.#identity;
+  }
+
+  get status(): EngineStatus {
+    if (!this.#identity) return 'UNREGISTERED';
+    return this.#online ? 'ONLINE' : 'OFFLINE';
+  }
+
+  get lastHeartbeatError(): string | null {
+    return this.#lastHeartbeatError;
+  }
+
+  /** Why the last snapshot from the hub could not be applied (store outage, invalid snapshot), if it failed. */
+  get lastApplyError(): string | null {
+    return this.#lastApplyError;
+  }
+
+  onRegistered(listener: () => void): void {
+    this.#registered.add(listener);
+  }
+
+  /**
+   * Registers the identity. The first registration needs no header; the same identity again is fine;
+   * another hubUrl is 409; another tenantId needs the current tenant in `presentedTenant` (401 otherwise),
+   * so a stranger cannot re-point a registered engine.
+   */
+  register(body: unknown, presentedTenant: string | undefined): Promise<void> {
+    const next = parseIdentity(body);
+    return this.#serial(async () => {
+      const current = this.#identity;
+      if (current && current.hubUrl !== next.hubUrl) throw errors.hubUrlChange();
+      if (current && current.tenantId === next.tenantId) return;
+      if (current && !sameTenant(presentedTenant, current.tenantId)) throw errors.unauthorized();
+      const { manager } = this.deps;
+      await manager.persist('identity not registered', () => manager.store.saveIdentity(next));
+      if (current) {
+        // Another tenant's runtime: forget the version so its hub sends its full snapshot next heartbeat.
+        await manager.apply({ runtimeVersion: '' });
+      }
+      this.#identity = next;
+      this.#online = false;
+      this.deps.log.info(
+        { hubUrl: next.hubUrl },
+        current ? 'runtime identity changed tenant' : 'runtime identity registered',
+      );
+      for (const listener of this.#registered) listener();
+    });
+  }
+
+  cryptoMetrics(): CryptoMetrics {
+    const keys = usageReport(this.deps.manager.cache);
+    return {
+      keys,
+      totalEncryptions: keys.reduce((sum, k) => sum + k.encryptions, 0),
+      totalDecryptions: keys.reduce((sum, k) => sum + k.decryptions, 0),
+      nearLimit: keys.some((k) => k.nearLimit),
+    };
+  }
+
+  /** One heartbeat: report to the hub, apply its snapshot when the runtime changed. Throws 503 unregistered, 502 hub failure. */
+  heartbeat(): Promise<HeartbeatOutcome> {
+    return this.#serial(async () => {
+      const identity = this.#identity;
+      if (!identity) throw errors.identityNotConfigured();
+      const { manager, client, log } = this.deps;
+      const snapshot = manager.cache.current;
+      let answer: HeartbeatResponse;
+      try {
+        answer = await client.heartbeat(identity, {
+          tenantId: identity.tenantId,
+          engineVersion: this.deps.engineVersion,
+          runtimeVersion: snapshot.runtimeVersion,
+          status: this.status,
+          sentAt: new Date().toISOString(),
+          cache: { policyCount: snapshot.policyCount, keyCount: snapshot.keyCount },
+          cryptoMetrics: this.cryptoMetrics(),
+        });
+      } catch (error) {
+        const detail = error instanceof HubError ? error.message : `hub heartbeat failed: ${(error as Error).message}`;
+        if (this.#online || this.#lastHeartbeatError === null) {
+          log.warn({ hubUrl: identity.hubUrl, err: detail }, 'hub unreachable: OFFLINE, serving from the local cache');
+        }
+        this.#online = false;
+        this.#lastHeartbeatError = detail;
+        throw errors.hubFailed(detail);
+      }
+      if (!this.#online) log.info({ hubUrl: identity.hubUrl }, 'hub connection established: ONLINE');
+      this.#online = true;
+      this.#lastHeartbeatError = null;
+      manager.noteHeartbeat(new Date());
+      const applied = answer.runtimeChanged && answer.runtimeVersion !== snapshot.runtimeVersion;
+      if (applied) await this.#apply(answer);
+      const current = manager.cache.current;
+      return {
+        runtimeVersion: current.runtimeVersion,
+        runtimeChanged: answer.runtimeChanged,
+        applied,
+        policyCount: current.policyCount,
+        keyCount: current.keyCount,
+      };
+    });
+  }
+
+  async #apply(answer: HeartbeatResponse): Promise<void> {
+    const { manager, readMaterial, log } = this.deps;
+    const payload = answer.snapshot ?? { policies: [], keys: [] };
+    try {
+      let policies: ReturnType<typeof parsePolicyRecord>[];
+      let keys: ReturnType<typeof parseKeyRecord>[];
+      try {
+        policies = payload.policies.map((p, i) => parsePolicyRecord(p, `snapshot.policies[${i}]`));
+        keys = payload.keys.map((k, i) => parseKeyRecord(k, `snapshot.keys[${i}]`, readMaterial));
+      } catch (error) {
+        throw error instanceof EngineError ? errors.hubFailed(`hub sent an invalid snapshot: ${error.message}`) : error;
+      }
+      await manager.apply({
+        policies: { mode: 'replace', records: policies },
+        keys: { mode: 'replace', records: keys },
+        runtimeVersion: answer.runtimeVersion,
+      });
+      this.#lastApplyError = null;
+      log.info(
+        { runtimeVersion: answer.runtimeVersion, policyCount: policies.length, keyCount: keys.length },
+        'applied the runtime snapshot from the hub',
+      );
+    } catch (error) {
+      this.#lastApplyError = (error as Error).message;
+      log.warn(
+        { err: this.#lastApplyError },
+        'could not apply the runtime snapshot from the hub; keeping the current one',
+      );
+      throw error;
+    }
+  }
+
+  /** Compares the local cache with the hub's manifest (no key material crosses: check values only). */
+  async syncCheck(): Promise<SyncCheckResult> {
+    const identity = this.#identity;
+    if (!identity) throw errors.identityNotConfigured();
+    let manifest: RuntimeManifest;
+    try {
+      manifest = await this.deps.client.manifest(identity);
+    } catch (error) {
+      throw errors.hubFailed(
+        error instanceof HubError ? error.message : `hub manifest failed: ${(error as Error).message}`,
+      );
+    }
+    const local = this.deps.manager.cache.current;
+    const policyView = (p: {
+      policyName: string;
+      policyVersion: number;
+      algorithm: string;
+      keyAlias: string;
+      status: string;
+    }) => `${p.policyName}|${p.policyVersion}|${p.algorithm}|${p.keyAlias}|${p.status}`;
+    const policies = compare(
+      new Map(local.policies.map((p) => [p.policyCode, policyView(p)])),
+      new Map(manifest.policies.map((p) => [p.policyCode, policyView(p)])),
+    );
+    const keyName = (k: { alias: string; version: number }) => `${k.alias}@${k.version}`;
+    const keys = compare(
+      new Map(local.keys.map((k) => [keyName(k), `${k.algorithm}|${k.status}|${keyCheckValue(k.material)}`])),
+      new Map(manifest.keys.map((k) => [keyName(k), `${k.algorithm}|${k.status}|${k.kcv}`])),
+    );
+    const empty = (d: SyncDifferences) => d.missing.length + d.unexpected.length + d.different.length === 0;
+    return {
+      inSync: local.runtimeVersion === manifest.runtimeVersion && empty(policies) && empty(keys),
+      local: { runtimeVersion: local.runtimeVersion, policyCount: local.policyCount, keyCount: local.keyCount },
+      hub: {
+        runtimeVersion: manifest.runtimeVersion,
+        policyCount: manifest.policies.length,
+        keyCount: manifest.keys.length,
+      },
+      policies,
+      keys,
+      checkedAt: new Date().toISOString(),
+    };
+  }
+
+  #serial<T>(task: () => Promise<T>): Promise<T> {
+    const run = this.#chain.then(task, task);
+    this.#chain = run.catch(() => undefined);
+    return run;
+  }
+}
+
+/** missing: at the hub, not here; unexpected: here, not at the hub; different: both, with other attributes. */
+function compare(local: Map<string, string>, hub: Map<string, string>): SyncDifferences {
+  const out: SyncDifferences = { missing: [], unexpected: [], different: [] };
+  for (const [id, view] of hub) {
+    const mine = local.get(id);
+    if (mine === undefined) out.missing.push(id);
+    else if (mine !== view) out.different.push(id);
+  }
+  for (const id of local.keys()) if (!hub.has(id)) out.unexpected.push(id);
+  for (const list of Object.values(out)) list.sort();
+  return out;
+}
