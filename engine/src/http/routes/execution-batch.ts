@@ -74,8 +74,8 @@ function frameBatch(execution: ExecutionService, operation: Operation, body: Buf
     frame.operation === 'encrypt'
       ? execution.encryptBytesMany(frame.items)
       : execution
-          .decryptBytesMany(frame.items)
-          .map((r) => ('plaintext' in r ? { ok: true, policyCode: r.policyCode, data: r.plaintext } : r));
+        .decryptBytesMany(frame.items)
+        .map((r) => ('plaintext' in r ? { ok: true, policyCode: r.policyCode, data: r.plaintext } : r));
   const totalSuccess = results.filter((r) => r.ok).length;
   return encodeResponseFrame(operation, results, {
     totalSuccess,
