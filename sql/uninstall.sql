@@ -19,6 +19,13 @@ BEGIN
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_decrypt(text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_health()', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_engine_info()', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__encrypt(text, text, text[])', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__encrypt_by_name(text, text, integer, text[])', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__decrypt(text, text[])', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__encrypt_array(text[], text, text[])', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__decrypt_array(text[], text[])', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__health(text[])', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__engine_info(text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__raise(text, text, text, text)', target_schema);
   IF target_schema <> 'public' AND to_regnamespace(target_schema) IS NOT NULL THEN
     EXECUTE format('REVOKE USAGE ON SCHEMA %I FROM svc_user', target_schema);

@@ -56,18 +56,22 @@ BEGIN
   RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, DETAIL = coalesce(detail, ''), HINT = coalesce(hint, '');
 END
 $body$$f$, target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:3e93c51533bd')
+  py_prelude := replace($py$b = GD.get('svc_bridge:f8e500745453')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:3e93c51533bd'] = m.Bridge(plpy)
+    b = GD['svc_bridge:f8e500745453'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into requests to the
 # engine's JSON batch endpoints. It is loaded once per backend (the generated SQL executes this source
 # and keeps the Bridge in GD), keeps one keep-alive HTTP connection per backend, reopens it once when a
 # reused connection turns out to be broken, and reports every failure as an SQL error with a documented
 # SQLSTATE (docs/sql.md). It never puts data values into messages.
+#
+# The svc.* settings arrive as an argument (`cfg`, read by the SQL wrapper with current_setting) rather
+# than through plpy.execute, because PL/Python runs every plpy.execute in a subtransaction and parallel
+# workers cannot start one; for the same reason only a non-worker backend polls for interrupts.
 import http.client
 import json
 import select
@@ -87,12 +91,6 @@ MAX_REQUEST_DATA_CHARS = 2 * 1024 * 1024
 # While waiting for an answer, wake up this often to let PostgreSQL process a cancel or statement_timeout.
 INTERRUPT_SLICE_S = 0.05
 
-SETTINGS_SQL = (
-    "SELECT current_setting('svc.engine_url', true) AS url, "
-    "current_setting('svc.timeout_ms', true) AS timeout_ms, "
-    "current_setting('svc.batch_size', true) AS batch_size, "
-    "current_setting('svc.tenant_id', true) AS tenant_id"
-)
 ENGINE_CHECK_HINT = 'Check the engine directly (GET <svc.engine_url>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.'
 
 
@@ -108,18 +106,19 @@ class Bridge:
     def __init__(self, plpy, language='plpython3u'):
         self.plpy = plpy
         self.language = language
-        self.settings_plan = plpy.prepare(SETTINGS_SQL)
-        # Executing any statement runs PostgreSQL's interrupt check (cancel, statement_timeout).
-        self.tick_plan = plpy.prepare('SELECT 1')
+        # Executing any statement runs PostgreSQL's interrupt check (cancel, statement_timeout); prepared on
+        # first use, and never in a parallel worker, where a worker's wait is bounded by svc.timeout_ms.
+        self.tick_plan = None
+        self.parallel_worker = in_parallel_worker()
         self.conn = None
         self.conn_key = None
 
     # ---- settings -------------------------------------------------------------------------------
 
-    def settings(self):
-        row = self.plpy.execute(self.settings_plan)[0]
+    def settings(self, cfg):
+        """cfg = [svc.engine_url, svc.timeout_ms, svc.batch_size, svc.tenant_id] as current_setting() gives them."""
+        url, timeout_ms, batch_size, tenant_id = (list(cfg or []) + [None] * 4)[:4]
         s = Settings()
-        url = row['url']
         if url is None or url.strip() == '':
             self.fail(CONFIG, 'svc.engine_url is not set',
                       hint="Set it for the database, role or session, e.g. ALTER DATABASE mydb SET svc.engine_url = 'http://127.0.0.1:8080'.")
@@ -135,10 +134,10 @@ class Bridge:
         s.host = parts.hostname
         s.port = port or (443 if parts.scheme == 'https' else 80)
         s.base_path = parts.path.rstrip('/')
-        s.timeout_ms = self.integer(row['timeout_ms'], 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
+        s.timeout_ms = self.integer(timeout_ms, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
         s.timeout_s = s.timeout_ms / 1000.0
-        s.batch_size = self.integer(row['batch_size'], 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE)
-        s.tenant_id = row['tenant_id'] or None
+        s.batch_size = self.integer(batch_size, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE)
+        s.tenant_id = tenant_id or None
         return s
 
     def integer(self, raw, name, default, maximum):
@@ -154,39 +153,39 @@ class Bridge:
 
     # ---- the SQL functions -------------------------------------------------------------------------
 
-    def encrypt(self, data, policy_code):
-        return self.run_one('encrypt', {'data': data, 'policyCode': policy_code})
+    def encrypt(self, cfg, data, policy_code):
+        return self.run_one(cfg, 'encrypt', {'data': data, 'policyCode': policy_code})
 
-    def encrypt_by_name(self, data, policy_name, policy_version):
+    def encrypt_by_name(self, cfg, data, policy_name, policy_version):
         item = {'data': data, 'policyName': policy_name}
         if policy_version is not None:
             item['policyVersion'] = policy_version
-        return self.run_one('encrypt', item)
+        return self.run_one(cfg, 'encrypt', item)
 
-    def decrypt(self, data):
-        return self.run_one('decrypt', {'data': data})
+    def decrypt(self, cfg, data):
+        return self.run_one(cfg, 'decrypt', {'data': data})
 
-    def encrypt_array(self, values, policy_code):
-        return self.run_array('encrypt', values, lambda v: {'data': v, 'policyCode': policy_code})
+    def encrypt_array(self, cfg, values, policy_code):
+        return self.run_array(cfg, 'encrypt', values, lambda v: {'data': v, 'policyCode': policy_code})
 
-    def decrypt_array(self, values):
-        return self.run_array('decrypt', values, lambda v: {'data': v})
+    def decrypt_array(self, cfg, values):
+        return self.run_array(cfg, 'decrypt', values, lambda v: {'data': v})
 
-    def health(self):
-        s = self.settings()
+    def health(self, cfg):
+        s = self.settings(cfg)
         status, body = self.exchange(s, 'GET', '/api/health', None, {})
         if status != 200:
             self.fail(UNAVAILABLE, 'engine at %s answered HTTP %d to GET /api/health' % (s.url, status), hint=ENGINE_CHECK_HINT)
         return body.decode('utf-8')
 
-    def engine_info(self):
-        s = self.settings()
+    def engine_info(self, cfg):
+        s = self.settings(cfg)
         info = {
             'engineUrl': s.url,
             'bridge': self.language,
             'timeoutMs': s.timeout_ms,
             'batchSize': s.batch_size,
-            'health': json.loads(self.health()),
+            'health': json.loads(self.health(cfg)),
         }
         headers = {'X-SVC-Tenant-Id': s.tenant_id} if s.tenant_id else {}
         status, body = self.exchange(s, 'GET', '/engine/api/v1/runtime/info', None, headers)
@@ -199,18 +198,18 @@ class Bridge:
 
     # ---- batching ---------------------------------------------------------------------------------
 
-    def run_one(self, op, item):
-        s = self.settings()
+    def run_one(self, cfg, op, item):
+        s = self.settings(cfg)
         return self.post_batch(s, op, [item], 0, 1)[0]
 
-    def run_array(self, op, values, make_item):
+    def run_array(self, cfg, op, values, make_item):
         if values is None:
             return None
         out = list(values)
         positions = [i for i, v in enumerate(out) if v is not None]
         if not positions:
             return out
-        s = self.settings()
+        s = self.settings(cfg)
         total = len(positions)
         start = 0
         while start < total:
@@ -318,7 +317,10 @@ class Bridge:
             readable, _, _ = select.select([sock], [], [], min(remaining, INTERRUPT_SLICE_S))
             if readable:
                 return
-            self.plpy.execute(self.tick_plan)
+            if not self.parallel_worker:
+                if self.tick_plan is None:
+                    self.tick_plan = self.plpy.prepare('SELECT 1')
+                self.plpy.execute(self.tick_plan)
 
     def close(self):
         if self.conn is not None:
@@ -338,12 +340,21 @@ class Bridge:
         self.plpy.error(message, **kwargs)
 
 
+def in_parallel_worker():
+    # PostgreSQL names its parallel workers in the process title ("postgres: parallel worker for PID n").
+    try:
+        with open('/proc/self/cmdline', 'rb') as f:
+            return b'parallel worker for PID' in f.read()
+    except OSError:
+        return False
+
+
 def describe(error):
     text = str(error) or error.__class__.__name__
     return text.split('] ', 1)[-1] if text.startswith('[Errno') else text
 $svc_python_module$, 'UTF8'), 'base64'), E'\n', ''));
-  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:3a139b2c55c4'];
-if (!b) b = globalThis['svc_bridge:3a139b2c55c4'] = ((function () {
+  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:16f80984d72f'];
+if (!b) b = globalThis['svc_bridge:16f80984d72f'] = ((function () {
 var exports = {};
 "use strict";
 Object.defineProperty(exports, "__esModule", { value: true });
@@ -358,8 +369,6 @@ const MAX_REQUEST_DATA_CHARS = 2 * 1024 * 1024;
 const QUERY_CANCELED = '57014';
 const ENGINE_CHECK_HINT = 'Check the engine directly (GET <svc.engine_url>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.';
 exports.STATEMENTS = {
-    settings: "SELECT current_setting('svc.engine_url', true) AS url, current_setting('svc.timeout_ms', true) AS timeout_ms, " +
-        "current_setting('svc.batch_size', true) AS batch_size, current_setting('svc.tenant_id', true) AS tenant_id",
     prepare: "SELECT @HTTP@.http_set_curlopt('CURLOPT_TIMEOUT_MS', $1) AS timeout, pg_catalog.set_config('http.keepalive', 'on', true) AS keepalive",
     request: 'SELECT status, content FROM @HTTP@.http(ROW($1, $2, ' +
         'ARRAY(SELECT @HTTP@.http_header(h->>0, h->>1) FROM pg_catalog.jsonb_array_elements($3::jsonb) AS h), $4, $5)::@HTTP@.http_request)',
@@ -368,7 +377,6 @@ exports.STATEMENTS = {
 function createBridge(plv8, schema, httpSchema) {
     const sql = (text) => text.replace(/@SCHEMA@/g, schema).replace(/@HTTP@/g, httpSchema);
     const statements = {
-        settings: exports.STATEMENTS.settings,
         prepare: sql(exports.STATEMENTS.prepare),
         request: sql(exports.STATEMENTS.request),
         raise: sql(exports.STATEMENTS.raise),
@@ -386,21 +394,20 @@ function createBridge(plv8, schema, httpSchema) {
             fail(exports.SQLSTATES.config, `${name} must be an integer from 1 to ${max}, got "${raw}"`);
         return value;
     }
-    function settings() {
-        var _a;
-        const row = (_a = plv8.execute(statements.settings)[0]) !== null && _a !== void 0 ? _a : {};
-        const raw = typeof row.url === 'string' ? row.url.trim() : '';
+    function settings(cfg) {
+        const [url, timeoutMs, batchSize, tenantId] = cfg !== null && cfg !== void 0 ? cfg : [];
+        const raw = typeof url === 'string' ? url.trim() : '';
         if (raw === '') {
             fail(exports.SQLSTATES.config, 'svc.engine_url is not set', undefined, "Set it for the database, role or session, e.g. ALTER DATABASE mydb SET svc.engine_url = 'http://127.0.0.1:8080'.");
         }
         if (!/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(raw)) {
-            fail(exports.SQLSTATES.config, `svc.engine_url must be an http:// or https:// URL without query, got "${row.url}"`);
+            fail(exports.SQLSTATES.config, `svc.engine_url must be an http:// or https:// URL without query, got "${url}"`);
         }
         return {
             url: raw.replace(/\/+$/, ''),
-            timeoutMs: integer(row.timeout_ms, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS),
-            batchSize: integer(row.batch_size, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE),
-            tenantId: typeof row.tenant_id === 'string' && row.tenant_id !== '' ? row.tenant_id : null,
+            timeoutMs: integer(timeoutMs, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS),
+            batchSize: integer(batchSize, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE),
+            tenantId: typeof tenantId === 'string' && tenantId !== '' ? tenantId : null,
         };
     }
     function exchange(s, method, path, body, headers) {
@@ -463,11 +470,11 @@ function createBridge(plv8, schema, httpSchema) {
             return String(op === 'encrypt' ? result.encryptedData : result.decryptedData);
         });
     }
-    function runOne(op, item) {
-        const results = postBatch(settings(), op, [item], 0, 1);
+    function runOne(cfg, op, item) {
+        const results = postBatch(settings(cfg), op, [item], 0, 1);
         return results[0];
     }
-    function runArray(op, values, makeItem) {
+    function runArray(cfg, op, values, makeItem) {
         if (values === null)
             return null;
         const out = values.slice();
@@ -478,7 +485,7 @@ function createBridge(plv8, schema, httpSchema) {
         });
         if (positions.length === 0)
             return out;
-        const s = settings();
+        const s = settings(cfg);
         const total = positions.length;
         let start = 0;
         while (start < total) {
@@ -500,8 +507,8 @@ function createBridge(plv8, schema, httpSchema) {
         }
         return out;
     }
-    function health() {
-        const s = settings();
+    function health(cfg) {
+        const s = settings(cfg);
         const { status, content } = exchange(s, 'GET', '/api/health', null, []);
         if (status !== 200) {
             fail(exports.SQLSTATES.unavailable, `engine at ${s.url} answered HTTP ${status} to GET /api/health`, undefined, ENGINE_CHECK_HINT);
@@ -509,20 +516,20 @@ function createBridge(plv8, schema, httpSchema) {
         return content;
     }
     return {
-        encrypt: (data, policyCode) => runOne('encrypt', { data, policyCode }),
-        encryptByName: (data, policyName, policyVersion) => runOne('encrypt', policyVersion === null ? { data, policyName } : { data, policyName, policyVersion }),
-        decrypt: (data) => runOne('decrypt', { data }),
-        encryptArray: (values, policyCode) => runArray('encrypt', values, (data) => ({ data, policyCode })),
-        decryptArray: (values) => runArray('decrypt', values, (data) => ({ data })),
+        encrypt: (cfg, data, policyCode) => runOne(cfg, 'encrypt', { data, policyCode }),
+        encryptByName: (cfg, data, policyName, policyVersion) => runOne(cfg, 'encrypt', policyVersion === null ? { data, policyName } : { data, policyName, policyVersion }),
+        decrypt: (cfg, data) => runOne(cfg, 'decrypt', { data }),
+        encryptArray: (cfg, values, policyCode) => runArray(cfg, 'encrypt', values, (data) => ({ data, policyCode })),
+        decryptArray: (cfg, values) => runArray(cfg, 'decrypt', values, (data) => ({ data })),
         health,
-        engineInfo: () => {
-            const s = settings();
+        engineInfo: (cfg) => {
+            const s = settings(cfg);
             const info = {
                 engineUrl: s.url,
                 bridge: 'plv8',
                 timeoutMs: s.timeoutMs,
                 batchSize: s.batchSize,
-                health: JSON.parse(health()),
+                health: JSON.parse(health(cfg)),
             };
             const headers = s.tenantId ? [['X-SVC-Tenant-Id', s.tenantId]] : [];
             const { status, content } = exchange(s, 'GET', '/engine/api/v1/runtime/info', null, headers);
@@ -542,46 +549,70 @@ return exports;
 $js$,
     '@SCHEMA_JSON@', to_json(quote_ident(target_schema))::text),
     '@HTTP_JSON@', coalesce(to_json(http_schema)::text, 'null'));
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE %s STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.encrypt(data, policy_code)$py$
-                                       ELSE js_prelude || $js$return b.encrypt(data, policy_code);$js$ END);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt(data text, policy_code text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.encrypt(cfg, data, policy_code)$py$
+                                       ELSE js_prelude || $js$return b.encrypt(cfg, data, policy_code);$js$ END);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_by_name(data text, policy_name text, policy_version integer, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$if data is None or policy_name is None:
+    return None
+return b.encrypt_by_name(cfg, data, policy_name, policy_version)$py$
+                                       ELSE js_prelude || $js$if (data === null || policy_name === null) return null;
+return b.encryptByName(cfg, data, policy_name, policy_version);$js$ END);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt(data text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.decrypt(cfg, data)$py$
+                                       ELSE js_prelude || $js$return b.decrypt(cfg, data);$js$ END);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_array(data text[], policy_code text, cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.encrypt_array(cfg, data, policy_code)$py$
+                                       ELSE js_prelude || $js$return b.encryptArray(cfg, data, policy_code);$js$ END);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt_array(data text[], cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.decrypt_array(cfg, data)$py$
+                                       ELSE js_prelude || $js$return b.decryptArray(cfg, data);$js$ END);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__health(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.health(cfg)$py$
+                                       ELSE js_prelude || $js$return JSON.parse(b.health(cfg));$js$ END);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__engine_info(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.engine_info(cfg)$py$
+                                       ELSE js_prelude || $js$return JSON.parse(b.engineInfo(cfg));$js$ END);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__encrypt(data, policy_code, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text) IS %L', target_schema, $c$Encrypts a value under a policy code through the engine; NULL in, NULL out.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$if data is None or policy_name is None:
-    return None
-return b.encrypt_by_name(data, policy_name, policy_version)$py$
-                                       ELSE js_prelude || $js$if (data === null || policy_name === null) return null;
-return b.encryptByName(data, policy_name, policy_version === null ? null : policy_version);$js$ END);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE sql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__encrypt_by_name(data, policy_name, policy_version, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) IS %L', target_schema, $c$Encrypts a value under a policy name, at policy_version or the latest version when NULL.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$if data is None or policy_name is None:
-    return None
-return b.encrypt_by_name(data, policy_name, policy_version)$py$
-                                       ELSE js_prelude || $js$if (data === null || policy_name === null) return null;
-return b.encryptByName(data, policy_name, policy_version === null ? null : policy_version);$js$ END);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE sql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__encrypt_by_name(data, policy_name, policy_version, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text, integer) IS %L', target_schema, $c$Same as svc_encrypt_by_name: encrypts under a policy name, at policy_version or the latest when NULL.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text) RETURNS text LANGUAGE %s STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.decrypt(data)$py$
-                                       ELSE js_prelude || $js$return b.decrypt(data);$js$ END);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__decrypt(data, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text) IS %L', target_schema, $c$Decrypts a ciphertext (hub:<policy>:...) through the engine; NULL in, NULL out.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE %s STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.encrypt_array(data, policy_code)$py$
-                                       ELSE js_prelude || $js$return b.encryptArray(data, policy_code);$js$ END);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__encrypt_array(data, policy_code, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text[], text) IS %L', target_schema, $c$Encrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE %s STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.decrypt_array(data)$py$
-                                       ELSE js_prelude || $js$return b.decryptArray(data);$js$ END);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__decrypt_array(data, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text[]) IS %L', target_schema, $c$Decrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_health() RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.health()$py$
-                                       ELSE js_prelude || $js$return JSON.parse(b.health());$js$ END);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_health() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__health(ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_health() IS %L', target_schema, $c$The engine's GET /api/health answer; raises SV002 when the engine cannot be reached.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_engine_info() RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.engine_info()$py$
-                                       ELSE js_prelude || $js$return JSON.parse(b.engineInfo());$js$ END);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_engine_info() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__engine_info(ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_engine_info() IS %L', target_schema, $c$The bridge settings in effect, the engine health and, when readable, its runtime info.$c$);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__raise(text, text, text, text) FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__raise(text, text, text, text) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt(text, text, text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__encrypt(text, text, text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt_by_name(text, text, integer, text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__encrypt_by_name(text, text, integer, text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__decrypt(text, text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__decrypt(text, text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt_array(text[], text, text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__encrypt_array(text[], text, text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__decrypt_array(text[], text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__decrypt_array(text[], text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__health(text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__health(text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__engine_info(text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__engine_info(text[]) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text, text) FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text, text) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) FROM PUBLIC', target_schema);

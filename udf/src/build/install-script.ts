@@ -4,7 +4,7 @@
 // named in `svc.bridge`, else the one an earlier install used, else PL/Python, else plv8 with `http` —
 // and creates the functions in the schema named by `svc.install_schema` (default public), or, inside
 // CREATE EXTENSION, in the extension's schema.
-import { CIPHERTEXT_PATTERN, FUNCTIONS, PROCEDURES, ROLE } from './sql-surface.js';
+import { CFG_SQL, CIPHERTEXT_PATTERN, FUNCTIONS, IMPLS, PROCEDURES, ROLE } from './sql-surface.js';
 
 export type InstallMode = 'migration' | 'extension';
 
@@ -25,14 +25,14 @@ export function dollarQuote(text: string, tag: string): string {
   return `${delimiter}${text}${delimiter}`;
 }
 
-const HEADER = `-- Generated from udf/ by \`npm run sql -w udf\`; do not edit by hand (a test compares this file with the generator).`;
+const HEADER = '-- Generated from udf/ by `npm run sql -w udf`; do not edit by hand (a test compares this file with the generator).';
 
 /** The declarations every install block starts with: target schema and bridge language. */
 function chooseSchemaAndBridge(mode: InstallMode): string {
   const schema =
     mode === 'extension'
       ? // CREATE EXTENSION runs the script with search_path set to the extension's schema.
-        'target_schema text := current_schema();'
+      'target_schema text := current_schema();'
       : "target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');";
   const ensureLanguage =
     mode === 'extension'
@@ -113,14 +113,23 @@ function javascriptPrelude(sources: BridgeSources): string {
   ].join('\n');
 }
 
+const PINNED = 'SET search_path = pg_catalog, pg_temp';
+
 function createFunctions(): string {
   const lines: string[] = [];
-  for (const f of FUNCTIONS) {
-    const options = `${f.strict ? 'STRICT ' : ''}VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp`;
+  for (const f of IMPLS) {
     lines.push(
-      `  EXECUTE format('CREATE OR REPLACE FUNCTION %I.${f.name}(${f.args}) RETURNS ${f.returns} LANGUAGE %s ${options} AS %L',`,
+      `  EXECUTE format('CREATE OR REPLACE FUNCTION %I.${f.name}(${f.args}) RETURNS ${f.returns} LANGUAGE %s VOLATILE PARALLEL SAFE ${PINNED} AS %L',`,
       `    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || ${dollarQuote(f.python, 'py')}`,
       `                                       ELSE js_prelude || ${dollarQuote(f.javascript, 'js')} END);`,
+    );
+  }
+  for (const f of FUNCTIONS) {
+    const options = `${f.strict ? 'STRICT ' : ''}VOLATILE PARALLEL SAFE ${PINNED}`;
+    const body = `SELECT %1$I.${f.call.replace('cfg', CFG_SQL)}`;
+    lines.push(
+      `  EXECUTE format('CREATE OR REPLACE FUNCTION %I.${f.name}(${f.args}) RETURNS ${f.returns} LANGUAGE sql ${options} AS %L',`,
+      `    target_schema, format(${dollarQuote(body, 'b')}, target_schema));`,
       `  EXECUTE format('COMMENT ON FUNCTION %I.${f.name}(${f.identity}) IS %L', target_schema, ${dollarQuote(f.comment, 'c')});`,
     );
   }
@@ -175,7 +184,7 @@ ${roleAndSchema(mode)}
     '@SCHEMA_JSON@', to_json(quote_ident(target_schema))::text),
     '@HTTP_JSON@', coalesce(to_json(http_schema)::text, 'null'));
 ${createFunctions()}
-${grants([helper, ...FUNCTIONS.map((f) => ({ kind: 'FUNCTION' as const, name: f.name, identity: f.identity }))])}
+${grants([helper, ...[...IMPLS, ...FUNCTIONS].map((f) => ({ kind: 'FUNCTION' as const, name: f.name, identity: f.identity }))])}
 END
 `,
     'svc_install',
@@ -287,6 +296,7 @@ export function uninstallBlock(): string {
   const drops = [
     ...PROCEDURES.map((p) => `PROCEDURE %1$I.${p.name}(${p.identity})`),
     ...FUNCTIONS.map((f) => `FUNCTION %1$I.${f.name}(${f.identity})`),
+    ...IMPLS.map((f) => `FUNCTION %1$I.${f.name}(${f.identity})`),
     'FUNCTION %1$I.svc__raise(text, text, text, text)',
   ]
     .map(

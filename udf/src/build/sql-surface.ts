@@ -1,7 +1,14 @@
 // The SQL surface the bridge installs (ARCHITECTURE §7, docs/sql.md): every function with its SQL
-// signature and the one line each bridge language runs. Both languages share everything else, so a
-// function added here appears in the migration, the extension script and the uninstall script at once.
+// signature, and the internal functions with the one line each bridge language runs. Both languages
+// share everything else, so a function added here appears in the migration, the extension script and
+// the uninstall script at once.
 
+/**
+ * A public function is a small SQL wrapper (STRICT where NULL in means NULL out, search_path pinned) that
+ * reads the svc.* settings with current_setting() and calls an internal function in the bridge language
+ * with them as `cfg`. Settings travel as an argument because PL/Python cannot run queries in a parallel
+ * worker (every plpy.execute opens a subtransaction), and reading them in SQL costs microseconds.
+ */
 export interface BridgeFunction {
   readonly name: string;
   /** Argument list as written in CREATE FUNCTION (names, types, defaults). */
@@ -11,19 +18,88 @@ export interface BridgeFunction {
   readonly returns: string;
   /** STRICT: NULL in, NULL out, without calling the engine. */
   readonly strict: boolean;
+  /** The wrapper's SQL expression; `cfg` stands for the settings array. */
+  readonly call: string;
+  readonly comment: string;
+}
+
+/** An internal function in the bridge language; its last argument is `cfg text[]`. */
+export interface ImplFunction {
+  readonly name: string;
+  readonly args: string;
+  readonly identity: string;
+  readonly returns: string;
   /** Python statement(s) run with the bridge bound to `b`. */
   readonly python: string;
   /** JavaScript statement(s) run with the bridge bound to `b`. */
   readonly javascript: string;
-  readonly comment: string;
 }
 
-const byName = {
-  python:
-    'if data is None or policy_name is None:\n    return None\nreturn b.encrypt_by_name(data, policy_name, policy_version)',
-  javascript:
-    'if (data === null || policy_name === null) return null;\nreturn b.encryptByName(data, policy_name, policy_version === null ? null : policy_version);',
-};
+/** What the wrappers pass as `cfg`. */
+export const CFG_SQL =
+  "ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), " +
+  "pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)]";
+
+export const IMPLS: readonly ImplFunction[] = [
+  {
+    name: 'svc__encrypt',
+    args: 'data text, policy_code text, cfg text[]',
+    identity: 'text, text, text[]',
+    returns: 'text',
+    python: 'return b.encrypt(cfg, data, policy_code)',
+    javascript: 'return b.encrypt(cfg, data, policy_code);',
+  },
+  {
+    name: 'svc__encrypt_by_name',
+    args: 'data text, policy_name text, policy_version integer, cfg text[]',
+    identity: 'text, text, integer, text[]',
+    returns: 'text',
+    python:
+      'if data is None or policy_name is None:\n    return None\nreturn b.encrypt_by_name(cfg, data, policy_name, policy_version)',
+    javascript:
+      'if (data === null || policy_name === null) return null;\nreturn b.encryptByName(cfg, data, policy_name, policy_version);',
+  },
+  {
+    name: 'svc__decrypt',
+    args: 'data text, cfg text[]',
+    identity: 'text, text[]',
+    returns: 'text',
+    python: 'return b.decrypt(cfg, data)',
+    javascript: 'return b.decrypt(cfg, data);',
+  },
+  {
+    name: 'svc__encrypt_array',
+    args: 'data text[], policy_code text, cfg text[]',
+    identity: 'text[], text, text[]',
+    returns: 'text[]',
+    python: 'return b.encrypt_array(cfg, data, policy_code)',
+    javascript: 'return b.encryptArray(cfg, data, policy_code);',
+  },
+  {
+    name: 'svc__decrypt_array',
+    args: 'data text[], cfg text[]',
+    identity: 'text[], text[]',
+    returns: 'text[]',
+    python: 'return b.decrypt_array(cfg, data)',
+    javascript: 'return b.decryptArray(cfg, data);',
+  },
+  {
+    name: 'svc__health',
+    args: 'cfg text[]',
+    identity: 'text[]',
+    returns: 'jsonb',
+    python: 'return b.health(cfg)',
+    javascript: 'return JSON.parse(b.health(cfg));',
+  },
+  {
+    name: 'svc__engine_info',
+    args: 'cfg text[]',
+    identity: 'text[]',
+    returns: 'jsonb',
+    python: 'return b.engine_info(cfg)',
+    javascript: 'return JSON.parse(b.engineInfo(cfg));',
+  },
+];
 
 export const FUNCTIONS: readonly BridgeFunction[] = [
   {
@@ -32,8 +108,7 @@ export const FUNCTIONS: readonly BridgeFunction[] = [
     identity: 'text, text',
     returns: 'text',
     strict: true,
-    python: 'return b.encrypt(data, policy_code)',
-    javascript: 'return b.encrypt(data, policy_code);',
+    call: 'svc__encrypt(data, policy_code, cfg)',
     comment: 'Encrypts a value under a policy code through the engine; NULL in, NULL out.',
   },
   {
@@ -42,7 +117,7 @@ export const FUNCTIONS: readonly BridgeFunction[] = [
     identity: 'text, text, integer',
     returns: 'text',
     strict: false,
-    ...byName,
+    call: 'svc__encrypt_by_name(data, policy_name, policy_version, cfg)',
     comment: 'Encrypts a value under a policy name, at policy_version or the latest version when NULL.',
   },
   {
@@ -51,7 +126,7 @@ export const FUNCTIONS: readonly BridgeFunction[] = [
     identity: 'text, text, integer',
     returns: 'text',
     strict: false,
-    ...byName,
+    call: 'svc__encrypt_by_name(data, policy_name, policy_version, cfg)',
     comment: 'Same as svc_encrypt_by_name: encrypts under a policy name, at policy_version or the latest when NULL.',
   },
   {
@@ -60,8 +135,7 @@ export const FUNCTIONS: readonly BridgeFunction[] = [
     identity: 'text',
     returns: 'text',
     strict: true,
-    python: 'return b.decrypt(data)',
-    javascript: 'return b.decrypt(data);',
+    call: 'svc__decrypt(data, cfg)',
     comment: 'Decrypts a ciphertext (hub:<policy>:...) through the engine; NULL in, NULL out.',
   },
   {
@@ -70,8 +144,7 @@ export const FUNCTIONS: readonly BridgeFunction[] = [
     identity: 'text[], text',
     returns: 'text[]',
     strict: true,
-    python: 'return b.encrypt_array(data, policy_code)',
-    javascript: 'return b.encryptArray(data, policy_code);',
+    call: 'svc__encrypt_array(data, policy_code, cfg)',
     comment: 'Encrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.',
   },
   {
@@ -80,8 +153,7 @@ export const FUNCTIONS: readonly BridgeFunction[] = [
     identity: 'text[]',
     returns: 'text[]',
     strict: true,
-    python: 'return b.decrypt_array(data)',
-    javascript: 'return b.decryptArray(data);',
+    call: 'svc__decrypt_array(data, cfg)',
     comment: 'Decrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.',
   },
   {
@@ -90,8 +162,7 @@ export const FUNCTIONS: readonly BridgeFunction[] = [
     identity: '',
     returns: 'jsonb',
     strict: false,
-    python: 'return b.health()',
-    javascript: 'return JSON.parse(b.health());',
+    call: 'svc__health(cfg)',
     comment: "The engine's GET /api/health answer; raises SV002 when the engine cannot be reached.",
   },
   {
@@ -100,8 +171,7 @@ export const FUNCTIONS: readonly BridgeFunction[] = [
     identity: '',
     returns: 'jsonb',
     strict: false,
-    python: 'return b.engine_info()',
-    javascript: 'return JSON.parse(b.engineInfo());',
+    call: 'svc__engine_info(cfg)',
     comment: 'The bridge settings in effect, the engine health and, when readable, its runtime info.',
   },
 ];

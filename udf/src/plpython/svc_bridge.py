@@ -3,6 +3,10 @@
 # and keeps the Bridge in GD), keeps one keep-alive HTTP connection per backend, reopens it once when a
 # reused connection turns out to be broken, and reports every failure as an SQL error with a documented
 # SQLSTATE (docs/sql.md). It never puts data values into messages.
+#
+# The svc.* settings arrive as an argument (`cfg`, read by the SQL wrapper with current_setting) rather
+# than through plpy.execute, because PL/Python runs every plpy.execute in a subtransaction and parallel
+# workers cannot start one; for the same reason only a non-worker backend polls for interrupts.
 import http.client
 import json
 import select
@@ -22,12 +26,6 @@ MAX_REQUEST_DATA_CHARS = 2 * 1024 * 1024
 # While waiting for an answer, wake up this often to let PostgreSQL process a cancel or statement_timeout.
 INTERRUPT_SLICE_S = 0.05
 
-SETTINGS_SQL = (
-    "SELECT current_setting('svc.engine_url', true) AS url, "
-    "current_setting('svc.timeout_ms', true) AS timeout_ms, "
-    "current_setting('svc.batch_size', true) AS batch_size, "
-    "current_setting('svc.tenant_id', true) AS tenant_id"
-)
 ENGINE_CHECK_HINT = 'Check the engine directly (GET <svc.engine_url>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.'
 
 
@@ -43,18 +41,19 @@ class Bridge:
     def __init__(self, plpy, language='plpython3u'):
         self.plpy = plpy
         self.language = language
-        self.settings_plan = plpy.prepare(SETTINGS_SQL)
-        # Executing any statement runs PostgreSQL's interrupt check (cancel, statement_timeout).
-        self.tick_plan = plpy.prepare('SELECT 1')
+        # Executing any statement runs PostgreSQL's interrupt check (cancel, statement_timeout); prepared on
+        # first use, and never in a parallel worker, where a worker's wait is bounded by svc.timeout_ms.
+        self.tick_plan = None
+        self.parallel_worker = in_parallel_worker()
         self.conn = None
         self.conn_key = None
 
     # ---- settings -------------------------------------------------------------------------------
 
-    def settings(self):
-        row = self.plpy.execute(self.settings_plan)[0]
+    def settings(self, cfg):
+        """cfg = [svc.engine_url, svc.timeout_ms, svc.batch_size, svc.tenant_id] as current_setting() gives them."""
+        url, timeout_ms, batch_size, tenant_id = (list(cfg or []) + [None] * 4)[:4]
         s = Settings()
-        url = row['url']
         if url is None or url.strip() == '':
             self.fail(CONFIG, 'svc.engine_url is not set',
                       hint="Set it for the database, role or session, e.g. ALTER DATABASE mydb SET svc.engine_url = 'http://127.0.0.1:8080'.")
@@ -70,10 +69,10 @@ class Bridge:
         s.host = parts.hostname
         s.port = port or (443 if parts.scheme == 'https' else 80)
         s.base_path = parts.path.rstrip('/')
-        s.timeout_ms = self.integer(row['timeout_ms'], 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
+        s.timeout_ms = self.integer(timeout_ms, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
         s.timeout_s = s.timeout_ms / 1000.0
-        s.batch_size = self.integer(row['batch_size'], 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE)
-        s.tenant_id = row['tenant_id'] or None
+        s.batch_size = self.integer(batch_size, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE)
+        s.tenant_id = tenant_id or None
         return s
 
     def integer(self, raw, name, default, maximum):
@@ -89,39 +88,39 @@ class Bridge:
 
     # ---- the SQL functions -------------------------------------------------------------------------
 
-    def encrypt(self, data, policy_code):
-        return self.run_one('encrypt', {'data': data, 'policyCode': policy_code})
+    def encrypt(self, cfg, data, policy_code):
+        return self.run_one(cfg, 'encrypt', {'data': data, 'policyCode': policy_code})
 
-    def encrypt_by_name(self, data, policy_name, policy_version):
+    def encrypt_by_name(self, cfg, data, policy_name, policy_version):
         item = {'data': data, 'policyName': policy_name}
         if policy_version is not None:
             item['policyVersion'] = policy_version
-        return self.run_one('encrypt', item)
+        return self.run_one(cfg, 'encrypt', item)
 
-    def decrypt(self, data):
-        return self.run_one('decrypt', {'data': data})
+    def decrypt(self, cfg, data):
+        return self.run_one(cfg, 'decrypt', {'data': data})
 
-    def encrypt_array(self, values, policy_code):
-        return self.run_array('encrypt', values, lambda v: {'data': v, 'policyCode': policy_code})
+    def encrypt_array(self, cfg, values, policy_code):
+        return self.run_array(cfg, 'encrypt', values, lambda v: {'data': v, 'policyCode': policy_code})
 
-    def decrypt_array(self, values):
-        return self.run_array('decrypt', values, lambda v: {'data': v})
+    def decrypt_array(self, cfg, values):
+        return self.run_array(cfg, 'decrypt', values, lambda v: {'data': v})
 
-    def health(self):
-        s = self.settings()
+    def health(self, cfg):
+        s = self.settings(cfg)
         status, body = self.exchange(s, 'GET', '/api/health', None, {})
         if status != 200:
             self.fail(UNAVAILABLE, 'engine at %s answered HTTP %d to GET /api/health' % (s.url, status), hint=ENGINE_CHECK_HINT)
         return body.decode('utf-8')
 
-    def engine_info(self):
-        s = self.settings()
+    def engine_info(self, cfg):
+        s = self.settings(cfg)
         info = {
             'engineUrl': s.url,
             'bridge': self.language,
             'timeoutMs': s.timeout_ms,
             'batchSize': s.batch_size,
-            'health': json.loads(self.health()),
+            'health': json.loads(self.health(cfg)),
         }
         headers = {'X-SVC-Tenant-Id': s.tenant_id} if s.tenant_id else {}
         status, body = self.exchange(s, 'GET', '/engine/api/v1/runtime/info', None, headers)
@@ -134,18 +133,18 @@ class Bridge:
 
     # ---- batching ---------------------------------------------------------------------------------
 
-    def run_one(self, op, item):
-        s = self.settings()
+    def run_one(self, cfg, op, item):
+        s = self.settings(cfg)
         return self.post_batch(s, op, [item], 0, 1)[0]
 
-    def run_array(self, op, values, make_item):
+    def run_array(self, cfg, op, values, make_item):
         if values is None:
             return None
         out = list(values)
         positions = [i for i, v in enumerate(out) if v is not None]
         if not positions:
             return out
-        s = self.settings()
+        s = self.settings(cfg)
         total = len(positions)
         start = 0
         while start < total:
@@ -253,7 +252,10 @@ class Bridge:
             readable, _, _ = select.select([sock], [], [], min(remaining, INTERRUPT_SLICE_S))
             if readable:
                 return
-            self.plpy.execute(self.tick_plan)
+            if not self.parallel_worker:
+                if self.tick_plan is None:
+                    self.tick_plan = self.plpy.prepare('SELECT 1')
+                self.plpy.execute(self.tick_plan)
 
     def close(self):
         if self.conn is not None:
@@ -271,6 +273,15 @@ class Bridge:
         if hint:
             kwargs['hint'] = hint
         self.plpy.error(message, **kwargs)
+
+
+def in_parallel_worker():
+    # PostgreSQL names its parallel workers in the process title ("postgres: parallel worker for PID n").
+    try:
+        with open('/proc/self/cmdline', 'rb') as f:
+            return b'parallel worker for PID' in f.read()
+    except OSError:
+        return False
 
 
 def describe(error):

@@ -3,6 +3,7 @@
 // generated SQL embeds in each plv8 function; the first call in a backend creates the bridge and later
 // calls reuse it. It talks to PostgreSQL only through `plv8.execute`, with the statements below, which is
 // also what lets the tests run it under a shim. No imports at run time: plv8 has no module loader.
+// The svc.* settings arrive as an argument (`cfg`), read by the SQL wrapper with current_setting().
 
 /** The part of plv8's API the bridge uses. */
 export interface Plv8 {
@@ -27,9 +28,6 @@ const ENGINE_CHECK_HINT =
  * extension's, both substituted (quoted) by the installer, because the functions pin search_path.
  */
 export const STATEMENTS = {
-  settings:
-    "SELECT current_setting('svc.engine_url', true) AS url, current_setting('svc.timeout_ms', true) AS timeout_ms, " +
-    "current_setting('svc.batch_size', true) AS batch_size, current_setting('svc.tenant_id', true) AS tenant_id",
   prepare:
     "SELECT @HTTP@.http_set_curlopt('CURLOPT_TIMEOUT_MS', $1) AS timeout, pg_catalog.set_config('http.keepalive', 'on', true) AS keepalive",
   request:
@@ -55,20 +53,22 @@ interface BatchResult {
   decryptedData?: string;
 }
 
+/** [svc.engine_url, svc.timeout_ms, svc.batch_size, svc.tenant_id] as current_setting() gives them. */
+export type Cfg = ReadonlyArray<string | null> | null;
+
 export interface Bridge {
-  encrypt(data: string, policyCode: string): string;
-  encryptByName(data: string, policyName: string, policyVersion: number | null): string;
-  decrypt(data: string): string;
-  encryptArray(values: ReadonlyArray<string | null> | null, policyCode: string): Array<string | null> | null;
-  decryptArray(values: ReadonlyArray<string | null> | null): Array<string | null> | null;
-  health(): string;
-  engineInfo(): string;
+  encrypt(cfg: Cfg, data: string, policyCode: string): string;
+  encryptByName(cfg: Cfg, data: string, policyName: string, policyVersion: number | null): string;
+  decrypt(cfg: Cfg, data: string): string;
+  encryptArray(cfg: Cfg, values: ReadonlyArray<string | null> | null, policyCode: string): Array<string | null> | null;
+  decryptArray(cfg: Cfg, values: ReadonlyArray<string | null> | null): Array<string | null> | null;
+  health(cfg: Cfg): string;
+  engineInfo(cfg: Cfg): string;
 }
 
 export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Bridge {
   const sql = (text: string) => text.replace(/@SCHEMA@/g, schema).replace(/@HTTP@/g, httpSchema);
   const statements = {
-    settings: STATEMENTS.settings,
     prepare: sql(STATEMENTS.prepare),
     request: sql(STATEMENTS.request),
     raise: sql(STATEMENTS.raise),
@@ -87,9 +87,9 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
     return value;
   }
 
-  function settings(): Settings {
-    const row = plv8.execute(statements.settings)[0] ?? {};
-    const raw = typeof row.url === 'string' ? row.url.trim() : '';
+  function settings(cfg: Cfg): Settings {
+    const [url, timeoutMs, batchSize, tenantId] = cfg ?? [];
+    const raw = typeof url === 'string' ? url.trim() : '';
     if (raw === '') {
       fail(
         SQLSTATES.config,
@@ -99,13 +99,13 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
       );
     }
     if (!/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(raw)) {
-      fail(SQLSTATES.config, `svc.engine_url must be an http:// or https:// URL without query, got "${row.url}"`);
+      fail(SQLSTATES.config, `svc.engine_url must be an http:// or https:// URL without query, got "${url}"`);
     }
     return {
       url: raw.replace(/\/+$/, ''),
-      timeoutMs: integer(row.timeout_ms, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS),
-      batchSize: integer(row.batch_size, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE),
-      tenantId: typeof row.tenant_id === 'string' && row.tenant_id !== '' ? row.tenant_id : null,
+      timeoutMs: integer(timeoutMs, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS),
+      batchSize: integer(batchSize, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE),
+      tenantId: typeof tenantId === 'string' && tenantId !== '' ? tenantId : null,
     };
   }
 
@@ -199,12 +199,13 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
     });
   }
 
-  function runOne(op: Op, item: Item): string {
-    const results = postBatch(settings(), op, [item], 0, 1);
+  function runOne(cfg: Cfg, op: Op, item: Item): string {
+    const results = postBatch(settings(cfg), op, [item], 0, 1);
     return results[0] as string;
   }
 
   function runArray(
+    cfg: Cfg,
     op: Op,
     values: ReadonlyArray<string | null> | null,
     makeItem: (value: string) => Item,
@@ -216,7 +217,7 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
       if (v !== null && v !== undefined) positions.push(i);
     });
     if (positions.length === 0) return out;
-    const s = settings();
+    const s = settings(cfg);
     const total = positions.length;
     let start = 0;
     while (start < total) {
@@ -245,8 +246,8 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
     return out;
   }
 
-  function health(): string {
-    const s = settings();
+  function health(cfg: Cfg): string {
+    const s = settings(cfg);
     const { status, content } = exchange(s, 'GET', '/api/health', null, []);
     if (status !== 200) {
       fail(
@@ -260,21 +261,21 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
   }
 
   return {
-    encrypt: (data, policyCode) => runOne('encrypt', { data, policyCode }),
-    encryptByName: (data, policyName, policyVersion) =>
-      runOne('encrypt', policyVersion === null ? { data, policyName } : { data, policyName, policyVersion }),
-    decrypt: (data) => runOne('decrypt', { data }),
-    encryptArray: (values, policyCode) => runArray('encrypt', values, (data) => ({ data, policyCode })),
-    decryptArray: (values) => runArray('decrypt', values, (data) => ({ data })),
+    encrypt: (cfg, data, policyCode) => runOne(cfg, 'encrypt', { data, policyCode }),
+    encryptByName: (cfg, data, policyName, policyVersion) =>
+      runOne(cfg, 'encrypt', policyVersion === null ? { data, policyName } : { data, policyName, policyVersion }),
+    decrypt: (cfg, data) => runOne(cfg, 'decrypt', { data }),
+    encryptArray: (cfg, values, policyCode) => runArray(cfg, 'encrypt', values, (data) => ({ data, policyCode })),
+    decryptArray: (cfg, values) => runArray(cfg, 'decrypt', values, (data) => ({ data })),
     health,
-    engineInfo: () => {
-      const s = settings();
+    engineInfo: (cfg) => {
+      const s = settings(cfg);
       const info: Record<string, unknown> = {
         engineUrl: s.url,
         bridge: 'plv8',
         timeoutMs: s.timeoutMs,
         batchSize: s.batchSize,
-        health: JSON.parse(health()),
+        health: JSON.parse(health(cfg)),
       };
       const headers: Array<[string, string]> = s.tenantId ? [['X-SVC-Tenant-Id', s.tenantId]] : [];
       const { status, content } = exchange(s, 'GET', '/engine/api/v1/runtime/info', null, headers);

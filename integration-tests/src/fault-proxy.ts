@@ -1,0 +1,62 @@
+// A small HTTP proxy in front of the engine for fault tests: it counts requests per path and can be
+// switched to swallow requests without answering (a slow or hung engine) or to reset every connection.
+import { createServer, type IncomingMessage, request, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+
+export type ProxyMode = 'forward' | 'hang' | 'reset';
+
+export interface FaultProxy {
+  readonly url: string;
+  mode: ProxyMode;
+  /** Requests seen per path since the last reset of the counters. */
+  readonly counts: Map<string, number>;
+  /** Closes every open client connection (as an engine restart would). */
+  dropConnections(): void;
+  close(): Promise<void>;
+}
+
+export async function startFaultProxy(target: string): Promise<FaultProxy> {
+  const upstream = new URL(target);
+  const sockets = new Set<Socket>();
+  const counts = new Map<string, number>();
+  const proxy: FaultProxy = {
+    url: '',
+    mode: 'forward',
+    counts,
+    dropConnections: () => {
+      for (const socket of sockets) socket.destroy();
+    },
+    close: () =>
+      new Promise((done) => {
+        proxy.dropConnections();
+        server.close(() => done());
+      }),
+  };
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const path = req.url ?? '/';
+    counts.set(path, (counts.get(path) ?? 0) + 1);
+    if (proxy.mode === 'hang') return; // keep the connection open, never answer
+    if (proxy.mode === 'reset') {
+      req.socket.destroy();
+      return;
+    }
+    const forward = request(
+      { host: upstream.hostname, port: upstream.port, path, method: req.method, headers: req.headers },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    forward.on('error', () => res.destroy());
+    req.pipe(forward);
+  });
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', () => done()));
+  const address = server.address();
+  if (typeof address !== 'object' || !address) throw new Error('proxy has no address');
+  Object.assign(proxy, { url: `http://127.0.0.1:${address.port}` });
+  return proxy;
+}
