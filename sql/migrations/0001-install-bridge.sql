@@ -31,6 +31,14 @@ BEGIN
     RAISE EXCEPTION 'svc bridge: this database offers neither plpython3u nor plv8 with the http extension'
       USING ERRCODE = 'SV003', HINT = 'Install postgresql-plpython3-<version> (Debian) or plv8 and pgsql-http, then apply again.';
   END IF;
+  IF bridge = 'plpython3u' AND NOT EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = 'plpython3u') THEN
+    RAISE EXCEPTION 'svc bridge: plpython3u is not available on this server' USING ERRCODE = 'SV003',
+      HINT = 'Install postgresql-plpython3-<version> (Debian), or choose plv8 with SET svc.bridge = ''plv8''.';
+  END IF;
+  IF bridge = 'plv8' AND NOT (EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = 'plv8') AND EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = 'http')) THEN
+    RAISE EXCEPTION 'svc bridge: the plv8 bridge needs the plv8 and http extensions, and this server lacks them' USING ERRCODE = 'SV003',
+      HINT = 'Install plv8 and pgsql-http (see docker/postgres.Dockerfile), or choose plpython3u.';
+  END IF;
   IF bridge = 'plpython3u' THEN
     CREATE EXTENSION IF NOT EXISTS plpython3u;
   ELSE

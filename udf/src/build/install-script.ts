@@ -34,6 +34,11 @@ function chooseSchemaAndBridge(mode: InstallMode): string {
       ? // CREATE EXTENSION runs the script with search_path set to the extension's schema.
       'target_schema text := current_schema();'
       : "target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');";
+  const available =
+    mode === 'extension'
+      ? "EXISTS (SELECT FROM pg_catalog.pg_language WHERE lanname = '%s')"
+      : "EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = '%s')";
+  const has = (name: string) => available.replace('%s', name);
   const ensureLanguage =
     mode === 'extension'
       ? `  IF bridge = 'plpython3u' AND NOT EXISTS (SELECT FROM pg_catalog.pg_language WHERE lanname = 'plpython3u') THEN
@@ -45,17 +50,20 @@ function chooseSchemaAndBridge(mode: InstallMode): string {
     RAISE EXCEPTION 'svc_bridge: the plv8 bridge needs the plv8 and http extensions installed in this database'
       USING ERRCODE = 'SV003', HINT = 'Run CREATE EXTENSION plv8; CREATE EXTENSION http; first.';
   END IF;`
-      : `  IF bridge = 'plpython3u' THEN
+      : `  IF bridge = 'plpython3u' AND NOT ${has('plpython3u')} THEN
+    RAISE EXCEPTION 'svc bridge: plpython3u is not available on this server' USING ERRCODE = 'SV003',
+      HINT = 'Install postgresql-plpython3-<version> (Debian), or choose plv8 with SET svc.bridge = ''plv8''.';
+  END IF;
+  IF bridge = 'plv8' AND NOT (${has('plv8')} AND ${has('http')}) THEN
+    RAISE EXCEPTION 'svc bridge: the plv8 bridge needs the plv8 and http extensions, and this server lacks them' USING ERRCODE = 'SV003',
+      HINT = 'Install plv8 and pgsql-http (see docker/postgres.Dockerfile), or choose plpython3u.';
+  END IF;
+  IF bridge = 'plpython3u' THEN
     CREATE EXTENSION IF NOT EXISTS plpython3u;
   ELSE
     CREATE EXTENSION IF NOT EXISTS plv8;
     CREATE EXTENSION IF NOT EXISTS http;
   END IF;`;
-  const available =
-    mode === 'extension'
-      ? "EXISTS (SELECT FROM pg_catalog.pg_language WHERE lanname = '%s')"
-      : "EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = '%s')";
-  const has = (name: string) => available.replace('%s', name);
   return `DECLARE
   ${schema}
   requested text := nullif(current_setting('svc.bridge', true), '');

@@ -1,0 +1,219 @@
+// Installing like a DBA: the committed sql/ is what udf/ generates; the migrations apply with psql -f,
+// with a migration runner (drizzle's migrator) and as CREATE EXTENSION; applying twice changes nothing;
+// uninstall leaves the schema as it was (compared with pg_dump --schema-only).
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import { migrate } from 'drizzle-orm/node-postgres/migrator';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { sqlArtifacts } from '../../udf/src/build/artifacts.js';
+import { type RunningEngine, startEngine } from '../src/engine-process.js';
+import { clientBinDir, createDatabase, dropDatabase, withClient } from '../src/postgres-harness.js';
+import { applyMigrations, migrationPaths, runTool, SQL_DIR, uninstall } from '../src/sql-install.js';
+
+const adminUrl = inject('databaseUrl');
+const source = inject('databaseSource');
+const DBS = ['svc_install_it', 'svc_install_schema_it', 'svc_install_drizzle_it', 'svc_install_ext_it', 'svc_install_mig_it'];
+
+let binDir: string | undefined;
+
+function listFiles(dir: string, prefix = ''): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? listFiles(join(dir, e.name), `${prefix}${e.name}/`) : [`${prefix}${e.name}`],
+  );
+}
+
+/** A fresh database with the bridge language already present, so dumps compare only the bridge's objects. */
+async function freshDatabase(name: string): Promise<string> {
+  const url = await createDatabase(adminUrl, name);
+  await withClient(url, (c) => c.query('CREATE EXTENSION plpython3u'));
+  return url;
+}
+
+async function dump(url: string): Promise<string> {
+  const text = await runTool(binDir, 'pg_dump', ['--schema-only', '--no-owner', '-d', url]);
+  // Recent pg_dump releases wrap the script in \restrict <random key> ... \unrestrict <key>.
+  return text.replace(/^\\(un)?restrict .*$/gm, '');
+}
+
+async function bridgeObjects(url: string, schema: string): Promise<string[]> {
+  return withClient(url, async (c) =>
+    (
+      await c.query<{ sig: string }>(
+        `SELECT p.oid::regprocedure::text || ' ' || p.prokind::text || ' ' || l.lanname || ' ' || p.proparallel::text || ' ' || p.provolatile::text
+                || ' ' || coalesce(array_to_string(p.proconfig, ','), '') AS sig
+           FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+          WHERE p.pronamespace = $1::regnamespace ORDER BY 1`,
+        [schema],
+      )
+    ).rows.map((r) => r.sig.replace(`${schema}.`, '')),
+  );
+}
+
+beforeAll(async () => {
+  binDir = await clientBinDir(adminUrl);
+});
+
+afterAll(async () => {
+  for (const db of DBS) await dropDatabase(adminUrl, db);
+});
+
+describe('the committed SQL', () => {
+  it('is exactly what the udf generator produces', () => {
+    const generated = sqlArtifacts();
+    const committed = listFiles(SQL_DIR).sort();
+    expect(committed).toEqual(Object.keys(generated).sort());
+    for (const [path, content] of Object.entries(generated)) {
+      expect(readFileSync(join(SQL_DIR, path), 'utf8'), `sql/${path} differs: run npm run sql -w udf`).toBe(content);
+    }
+  });
+
+  it('makes each migration a single statement, so it is one transaction under any runner', () => {
+    for (const path of migrationPaths()) {
+      const code = readFileSync(path, 'utf8')
+        .split('\n')
+        .filter((line) => !line.startsWith('--'))
+        .join('\n')
+        .trim();
+      expect(code.startsWith('DO $svc_install$'), basename(path)).toBe(true);
+      expect(code.endsWith('$svc_install$;'), basename(path)).toBe(true);
+      expect(code.split('$svc_install$').length, basename(path)).toBe(3);
+    }
+  });
+});
+
+describe('migrations', () => {
+  it('apply with psql -f, re-apply without change, uninstall to the original schema, and re-apply', async () => {
+    const url = await freshDatabase('svc_install_it');
+    const before = await dump(url);
+    for (const path of migrationPaths()) {
+      await runTool(binDir, 'psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', url, '-f', path]);
+    }
+    const installed = await dump(url);
+    expect(installed).toContain('CREATE FUNCTION public.svc_encrypt(data text, policy_code text) RETURNS text');
+    expect(installed).toContain('GRANT ALL ON FUNCTION public.svc_encrypt(data text, policy_code text) TO svc_user');
+    expect(installed).toContain('REVOKE ALL ON FUNCTION public.svc_encrypt(data text, policy_code text) FROM PUBLIC');
+
+    await applyMigrations(url);
+    expect(await dump(url)).toBe(installed);
+
+    await uninstall(url);
+    expect(await dump(url)).toBe(before);
+
+    await applyMigrations(url);
+    expect(await dump(url)).toBe(installed);
+  });
+
+  it('install into a chosen schema, grant its usage, and uninstall removes the schema they created', async () => {
+    const url = await freshDatabase('svc_install_schema_it');
+    const before = await dump(url);
+    const settings = { 'svc.install_schema': 'crypto' };
+    await applyMigrations(url, settings);
+    const objects = await bridgeObjects(url, 'crypto');
+    expect(objects).toContain('svc_encrypt(text,text) f sql s v search_path=pg_catalog, pg_temp');
+    expect(objects).toContain('svc__encrypt(text,text,text[]) f plpython3u s v search_path=pg_catalog, pg_temp');
+    expect(objects).toContain('svc_encrypt_column(regclass,name,text,integer,name) p plpgsql u v ');
+    const usage = await withClient(url, async (c) =>
+      (await c.query("SELECT has_schema_privilege('svc_user', 'crypto', 'USAGE') AS u")).rows[0]?.u,
+    );
+    expect(usage).toBe(true);
+    await uninstall(url, settings);
+    expect(await dump(url)).toBe(before);
+  });
+
+  it('refuse a bridge the server does not offer, or an unknown one, with SV003', async () => {
+    const url = await freshDatabase('svc_install_mig_it');
+    const failure = async (bridge: string) =>
+      withClient(url, async (c) => {
+        await c.query('SELECT set_config($1, $2, false)', ['svc.bridge', bridge]);
+        try {
+          await c.query(readFileSync(migrationPaths()[0] as string, 'utf8'));
+        } catch (e) {
+          return e as pg.DatabaseError;
+        }
+        throw new Error('expected failure');
+      });
+    const unknown = await failure('plperl');
+    expect(unknown.code).toBe('SV003');
+    expect(unknown.message).toContain('svc.bridge must be plpython3u or plv8, got "plperl"');
+    const plv8 = await withClient(url, async (c) =>
+      (await c.query("SELECT count(*)::int AS n FROM pg_available_extensions WHERE name IN ('plv8', 'http')")).rows[0]?.n,
+    );
+    if (plv8 !== 2) {
+      const missing = await failure('plv8');
+      expect(missing.code).toBe('SV003');
+      expect(missing.message).toContain('needs the plv8 and http extensions');
+    }
+    expect(await bridgeObjects(url, 'public')).toEqual([]);
+  });
+
+  it('apply through a migration runner (drizzle-orm migrate), as docs/sql.md describes', async () => {
+    const url = await freshDatabase('svc_install_drizzle_it');
+    const folder = mkdtempSync(join(tmpdir(), 'svc-drizzle-'));
+    const entries = migrationPaths().map((path, idx) => {
+      const tag = basename(path, '.sql');
+      copyFileSync(path, join(folder, `${tag}.sql`));
+      return { idx, version: '7', when: 1_700_000_000_000 + idx, tag, breakpoints: true };
+    });
+    mkdirSync(join(folder, 'meta'));
+    writeFileSync(join(folder, 'meta', '_journal.json'), JSON.stringify({ version: '7', dialect: 'postgresql', entries }));
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await migrate(drizzle(client), { migrationsFolder: folder });
+      await migrate(drizzle(client), { migrationsFolder: folder });
+    } finally {
+      await client.end();
+    }
+    const objects = await bridgeObjects(url, 'public');
+    expect(objects.length).toBeGreaterThan(10);
+    const reference = await createDatabase(adminUrl, 'svc_install_it');
+    await withClient(reference, (c) => c.query('CREATE EXTENSION plpython3u'));
+    await applyMigrations(reference);
+    expect(objects).toEqual(await bridgeObjects(reference, 'public'));
+  });
+});
+
+describe('the extension', () => {
+  let engine: RunningEngine | undefined;
+  afterAll(() => engine?.dispose());
+
+  it('creates the same objects with CREATE EXTENSION, works, and DROP EXTENSION leaves the schema as it was', async () => {
+    if (source === 'local') {
+      // Our own throwaway cluster: install the extension files into its share directory, like `make install`.
+      const share = (await runTool(binDir, 'pg_config', ['--sharedir'])).trim();
+      try {
+        for (const file of readdirSync(join(SQL_DIR, 'extension'))) {
+          copyFileSync(join(SQL_DIR, 'extension', file), join(share, 'extension', file));
+        }
+      } catch (error) {
+        throw new Error(`cannot install the extension files into ${share}/extension (run the tests as root, or set TEST_DATABASE_URL to a server that has them): ${(error as Error).message}`);
+      }
+    }
+    const url = await freshDatabase('svc_install_ext_it');
+    const available = await withClient(url, async (c) =>
+      (await c.query("SELECT count(*)::int AS n FROM pg_available_extensions WHERE name = 'svc_bridge'")).rows[0]?.n,
+    );
+    expect(available, 'copy sql/extension/* into the server\'s $(pg_config --sharedir)/extension').toBe(1);
+
+    const before = await dump(url);
+    await withClient(url, (c) => c.query('CREATE SCHEMA svc_ext; CREATE EXTENSION svc_bridge SCHEMA svc_ext'));
+    const reference = await createDatabase(adminUrl, 'svc_install_it');
+    await withClient(reference, (c) => c.query('CREATE EXTENSION plpython3u'));
+    await applyMigrations(reference, { 'svc.install_schema': 'svc_ext' });
+    expect(await bridgeObjects(url, 'svc_ext')).toEqual(await bridgeObjects(reference, 'svc_ext'));
+
+    engine = await startEngine();
+    const back = await withClient(url, async (c) => {
+      await c.query(`SET svc.engine_url = '${engine?.url}'`);
+      const enc = (await c.query("SELECT svc_ext.svc_encrypt('via extension', 'DEMO_RANDOM') AS c")).rows[0]?.c;
+      return (await c.query('SELECT svc_ext.svc_decrypt($1) AS p', [enc])).rows[0]?.p;
+    });
+    expect(back).toBe('via extension');
+
+    await withClient(url, (c) => c.query('DROP EXTENSION svc_bridge; DROP SCHEMA svc_ext'));
+    expect(await dump(url)).toBe(before);
+  });
+});
