@@ -683,7 +683,7 @@ BEGIN
     ), agg AS (
       SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v::text ORDER BY k) AS vs FROM chunk
     ), res AS (
-      SELECT u.k, u.v FROM agg, LATERAL pg_catalog.unnest(agg.ks, @SCHEMA@.svc_encrypt(agg.vs, $3)) AS u(k, v)
+      SELECT u.k, u.v FROM agg, LATERAL ROWS FROM (pg_catalog.unnest(agg.ks), pg_catalog.unnest(@SCHEMA@.svc_encrypt(agg.vs, $3))) AS u(k, v)
     ), upd AS (
       UPDATE %1$s t SET %2$I = res.v FROM res WHERE t.%3$I = res.k RETURNING 1
     )
@@ -743,7 +743,7 @@ BEGIN
     ), agg AS (
       SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v::text ORDER BY k) AS vs FROM chunk
     ), res AS (
-      SELECT u.k, u.v FROM agg, LATERAL pg_catalog.unnest(agg.ks, @SCHEMA@.svc_decrypt(agg.vs)) AS u(k, v)
+      SELECT u.k, u.v FROM agg, LATERAL ROWS FROM (pg_catalog.unnest(agg.ks), pg_catalog.unnest(@SCHEMA@.svc_decrypt(agg.vs))) AS u(k, v)
     ), upd AS (
       UPDATE %1$s t SET %2$I = res.v FROM res WHERE t.%3$I = res.k RETURNING 1
     )
