@@ -34,7 +34,7 @@ const gcmKey = (alias: string, version: number): KeyRecord => ({
 });
 
 /** Every row of the engine's tables as text, the way a dump of the database would show it. */
-async function dumpTables(opened: OpenedDb): Promise<string> {
+export async function dumpTables(opened: OpenedDb): Promise<string> {
   const tables = ['runtime_identity', 'runtime_state', 'policies', 'keys', 'key_usage'];
   let out = '';
   for (const table of tables) {

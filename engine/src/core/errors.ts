@@ -26,7 +26,7 @@ const CATALOGUE = {
   INTERNAL: { status: 500, shape: 'plain' },
   // Operations API (spec section 7.2 and the decisions in docs/api.md).
   IDENTITY_NOT_CONFIGURED: { status: 503, shape: 'plain' },
-  IDENTITY_INVALID: { status: 400, shape: 'plain' },
+  OPERATION_INVALID: { status: 400, shape: 'plain' },
   UNAUTHORIZED: { status: 401, shape: 'plain' },
   HUB_URL_CHANGE: { status: 409, shape: 'plain' },
   SYNC_EMPTY: { status: 400, shape: 'plain' },
@@ -79,7 +79,7 @@ export const errors = {
   shuttingDown: () => new EngineError('SHUTTING_DOWN', 'engine is shutting down'),
   internal: () => new EngineError('INTERNAL', 'internal error'),
   identityNotConfigured: () => new EngineError('IDENTITY_NOT_CONFIGURED', 'runtime identity is not configured'),
-  identityInvalid: (detail: string) => new EngineError('IDENTITY_INVALID', detail),
+  operationInvalid: (detail: string) => new EngineError('OPERATION_INVALID', detail),
   /** Rendered as the plain text body `unauthorized` (spec section 5), not as JSON. */
   unauthorized: () => new EngineError('UNAUTHORIZED', 'unauthorized'),
   hubUrlChange: () =>

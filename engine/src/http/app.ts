@@ -8,9 +8,11 @@ import { BINARY_FRAME_TYPE } from './codecs/binary-frame.js';
 import { NDJSON_TYPE } from './codecs/ndjson.js';
 import { installErrorHandler } from './error-handler.js';
 import { installLifecycle, type Lifecycle } from './lifecycle.js';
+import { type EngineMetrics, metricsRoute, requestMetrics } from './metrics.js';
 import { installMethodGuard } from './method-guard.js';
 import { executionRoutes } from './routes/execution.js';
 import type { HealthComponent } from './routes/health.js';
+import { type OperationsDeps, operationsRoutes } from './routes/operations/index.js';
 
 export const SERVICE_NAME = 'svc-engine';
 
@@ -23,6 +25,18 @@ export interface AppDeps {
   readonly logger?: FastifyBaseLogger;
   /** Extra /actuator/health components. */
   readonly healthComponents?: Record<string, () => HealthComponent>;
+  /** The operations API (/engine/api/v1); absent when it is served by its own listener or not at all. */
+  readonly operations?: OperationsDeps;
+  /** Request metrics are recorded when given; GET /metrics is served here unless serveMetrics is false. */
+  readonly metrics?: EngineMetrics;
+  readonly serveMetrics?: boolean;
+}
+
+export interface OperationsAppDeps {
+  readonly operations: OperationsDeps;
+  readonly metrics?: EngineMetrics;
+  readonly limits: Limits;
+  readonly logger?: FastifyBaseLogger;
 }
 
 export interface EngineApp {
@@ -30,19 +44,24 @@ export interface EngineApp {
   readonly lifecycle: Lifecycle;
 }
 
-export async function buildApp(deps: AppDeps): Promise<EngineApp> {
-  const { limits } = deps;
-  const app = Fastify({
-    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
+function createFastify(limits: Limits, logger: FastifyBaseLogger | undefined): FastifyInstance {
+  return Fastify({
+    ...(logger ? { loggerInstance: logger } : { logger: false }),
     bodyLimit: limits.bodyLimitBytes,
     requestTimeout: limits.requestTimeoutMs,
     connectionTimeout: limits.idleTimeoutMs,
     return503OnClosing: false,
     ajv: { customOptions: { coerceTypes: false } },
   });
+}
+
+export async function buildApp(deps: AppDeps): Promise<EngineApp> {
+  const { limits } = deps;
+  const app = createFastify(limits, deps.logger);
   installErrorHandler(app, limits.bodyLimitBytes);
   installMethodGuard(app);
   const lifecycle = installLifecycle(app);
+  if (deps.metrics) await app.register(requestMetrics, { metrics: deps.metrics });
 
   // The stream routes read the request body themselves, line by line; no limit applies to its total.
   app.addContentTypeParser(NDJSON_TYPE, (_request, payload, done) => done(null, payload));
@@ -66,7 +85,24 @@ export async function buildApp(deps: AppDeps): Promise<EngineApp> {
   await app.register(executionRoutes, routes);
   // Deployments behind the '/engine' context path reach the same API there.
   await app.register(executionRoutes, { ...routes, prefix: '/engine' });
+  if (deps.operations) await app.register(operationsRoutes, deps.operations);
+  if (deps.metrics && deps.serveMetrics !== false) await app.register(metricsRoute, { metrics: deps.metrics });
 
   app.get('/openapi.json', { schema: { hide: true } }, () => app.swagger());
+  return { app, lifecycle };
+}
+
+/**
+ * The operations API (and /metrics) on a listener of its own, so deployments can keep it off the
+ * application network (SVC_OPS_HOST / SVC_OPS_PORT).
+ */
+export async function buildOperationsApp(deps: OperationsAppDeps): Promise<EngineApp> {
+  const app = createFastify(deps.limits, deps.logger);
+  installErrorHandler(app, deps.limits.bodyLimitBytes);
+  installMethodGuard(app);
+  const lifecycle = installLifecycle(app);
+  if (deps.metrics) await app.register(requestMetrics, { metrics: deps.metrics });
+  await app.register(operationsRoutes, deps.operations);
+  if (deps.metrics) await app.register(metricsRoute, { metrics: deps.metrics });
   return { app, lifecycle };
 }

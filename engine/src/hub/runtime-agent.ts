@@ -71,12 +71,12 @@ export function parseIdentity(body: unknown): RuntimeIdentity {
     url = undefined;
   }
   if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
-    throw errors.identityInvalid('hubUrl must be an absolute http or https URL');
+    throw errors.operationInvalid('hubUrl must be an absolute http or https URL');
   }
-  if (url.username || url.password) throw errors.identityInvalid('hubUrl must not carry credentials');
-  if (url.search || url.hash) throw errors.identityInvalid('hubUrl must not carry a query or fragment');
+  if (url.username || url.password) throw errors.operationInvalid('hubUrl must not carry credentials');
+  if (url.search || url.hash) throw errors.operationInvalid('hubUrl must not carry a query or fragment');
   if (typeof tenantId !== 'string' || !TENANT_PATTERN.test(tenantId)) {
-    throw errors.identityInvalid(
+    throw errors.operationInvalid(
       'tenantId must be a non-empty string of printable characters without spaces (at most 256)',
     );
   }

@@ -1,0 +1,17 @@
+// What the operations API needs from the rest of the engine; built once in main.ts (or a test).
+import type { MaterialReader } from '../../../core/records.js';
+import type { RuntimeAgent } from '../../../hub/runtime-agent.js';
+import type { CacheManager } from '../../../store/cache-manager.js';
+
+export interface OperationsDeps {
+  readonly agent: RuntimeAgent;
+  readonly manager: CacheManager;
+  /** Turns a key sync record's material into bytes (wrapped under the master key; raw only if allowed). */
+  readonly readMaterial: MaterialReader;
+  readonly engineVersion: string;
+  /** Provider family reported by /runtime/info. */
+  readonly providerFamily: string;
+  readonly capabilities: readonly string[];
+  /** Time limit of GET /stats/test-connection, in ms. */
+  readonly statsTimeoutMs: number;
+}

@@ -1,0 +1,48 @@
+// The operations API (/engine/api/v1): identity registration outside the tenant scope, everything
+// else inside an encapsulated scope whose onRequest hook checks X-SVC-Tenant-Id. One route plugin
+// per file. Wrong methods on these paths get 405 from the app's method guard.
+import type { FastifyPluginAsync } from 'fastify';
+import { cacheClearRoute } from './cache-clear.js';
+import { cacheKeySyncRoute } from './cache-key-sync.js';
+import { cachePolicySyncRoute } from './cache-policy-sync.js';
+import { cacheStatusRoute } from './cache-status.js';
+import { cacheSyncCheckRoute } from './cache-sync-check.js';
+import type { OperationsDeps } from './deps.js';
+import { runtimeHeartbeatRoute } from './runtime-heartbeat.js';
+import { runtimeIdentityRoute } from './runtime-identity.js';
+import { runtimeInfoRoute } from './runtime-info.js';
+import { statsTestConnectionRoute } from './stats-test-connection.js';
+import { tenantGuard } from './tenant-guard.js';
+
+export type { OperationsDeps } from './deps.js';
+
+export const OPERATIONS_PREFIX = '/engine/api/v1';
+
+const operationsApi: FastifyPluginAsync<OperationsDeps> = async (app, deps) => {
+  // Bodies are parsed by the sync and identity parsers, which name the offending entry.
+  app.setValidatorCompiler(() => () => true);
+  // Hubs often POST heartbeat and clear with a JSON content type and no body: treat that as no body.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) =>
+    body === '' ? done(null, undefined) : parseJson(request, String(body), done),
+  );
+  await app.register(runtimeIdentityRoute, deps);
+  await app.register(async (tenantScope) => {
+    tenantScope.addHook('onRequest', tenantGuard(deps.agent));
+    await tenantScope.register(runtimeInfoRoute, deps);
+    await tenantScope.register(runtimeHeartbeatRoute, deps);
+    await tenantScope.register(cacheStatusRoute, deps);
+    await tenantScope.register(cacheClearRoute, deps);
+    await tenantScope.register(cachePolicySyncRoute, deps);
+    await tenantScope.register(cacheKeySyncRoute, deps);
+    await tenantScope.register(statsTestConnectionRoute, deps);
+    await tenantScope.register(cacheSyncCheckRoute, deps);
+  });
+};
+
+export const operationsRoutes: FastifyPluginAsync<OperationsDeps> = async (app, deps) => {
+  // The dependencies are handed over in a closure: options given to register() carry the prefix on
+  // to every nested registration, which would repeat it.
+  await app.register((scope) => operationsApi(scope, deps), { prefix: OPERATIONS_PREFIX });
+};

@@ -1,0 +1,24 @@
+// POST /runtime/identity: registers {hubUrl, tenantId}. No header for the first registration; the
+// same identity again is fine; another hubUrl is 409; another tenantId needs the current tenant header.
+import type { FastifyPluginAsync } from 'fastify';
+import { EngineError } from '../../../core/errors.js';
+import { accepts } from '../../content-type.js';
+import type { OperationsDeps } from './deps.js';
+import { errorResponses, SuccessBody } from './schemas.js';
+import { presentedTenant, sendUnauthorized } from './tenant-guard.js';
+
+export const runtimeIdentityRoute: FastifyPluginAsync<OperationsDeps> = async (app, { agent }) => {
+  app.post(
+    '/runtime/identity',
+    { preValidation: accepts('application/json'), schema: { response: { 200: SuccessBody, ...errorResponses } } },
+    async (request, reply) => {
+      try {
+        await agent.register(request.body, presentedTenant(request));
+      } catch (error) {
+        if (error instanceof EngineError && error.code === 'UNAUTHORIZED') return sendUnauthorized(reply);
+        throw error;
+      }
+      return { success: true };
+    },
+  );
+};
