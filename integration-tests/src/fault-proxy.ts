@@ -60,3 +60,21 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   Object.assign(proxy, { url: `http://127.0.0.1:${address.port}` });
   return proxy;
 }
+
+/**
+ * A server in a separate process that accepts connections and never answers: a hung engine for callers
+ * that block this process's event loop (the plv8 shim waits synchronously, like plv8 in libcurl).
+ */
+export async function startSilentServerProcess(): Promise<{ url: string; stop(): void }> {
+  const { spawn } = await import('node:child_process');
+  const child = spawn(
+    process.execPath,
+    ['-e', "const s=require('node:net').createServer(()=>{});s.listen(0,'127.0.0.1',()=>console.log(s.address().port))"],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const port = await new Promise<string>((done, fail) => {
+    child.stdout.once('data', (chunk: Buffer) => done(chunk.toString().trim()));
+    child.once('exit', () => fail(new Error('silent server exited')));
+  });
+  return { url: `http://127.0.0.1:${port}`, stop: () => child.kill('SIGKILL') };
+}

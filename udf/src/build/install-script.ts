@@ -112,7 +112,7 @@ function pythonPrelude(sources: BridgeSources): string {
   ].join('\n');
 }
 
-function javascriptPrelude(sources: BridgeSources): string {
+export function javascriptPrelude(sources: BridgeSources): string {
   const key = `svc_bridge:${sources.javascriptHash}`;
   return [
     `var b = globalThis['${key}'];`,

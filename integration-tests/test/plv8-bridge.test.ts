@@ -1,0 +1,121 @@
+// The plv8 bridge's generated function bodies, run under the plv8 shim against a real engine process:
+// the same contract as the PL/Python bridge (results, NULLs, batching, SQLSTATEs, timeouts). The shim
+// blocks this thread during each request, so every server the bridge talks to runs in another process.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RunningEngine, startEngine } from '../src/engine-process.js';
+import { startSilentServerProcess } from '../src/fault-proxy.js';
+import { type Plv8Shim, type ShimError, startPlv8Shim } from '../src/plv8-shim.js';
+import { POLICIES, POLICY_NAME, testBootstrap } from '../src/test-policies.js';
+
+const CIPHERTEXT = /^hub:[A-Za-z0-9_.-]{1,128}:[A-Za-z0-9_-]+$/;
+
+let engine: RunningEngine;
+let shim: Plv8Shim;
+/** The settings array the SQL wrappers pass: [engine_url, timeout_ms, batch_size, tenant_id]. */
+let cfg: Array<string | null>;
+
+function failure(run: () => unknown): ShimError {
+  try {
+    run();
+  } catch (error) {
+    return error as ShimError;
+  }
+  throw new Error('expected the call to fail');
+}
+
+beforeAll(async () => {
+  engine = await startEngine({ bootstrap: testBootstrap() });
+  shim = startPlv8Shim();
+  cfg = [engine.url, null, null, null];
+});
+
+afterAll(async () => {
+  await shim?.close();
+  await engine?.dispose();
+});
+
+describe('plv8 bridge under the shim', () => {
+  it('round-trips with both algorithms, and encrypts by name at the latest or a given version', () => {
+    const gcm = shim.call('svc__encrypt', 'bob@example.com', POLICIES.random, cfg) as string;
+    const siv1 = shim.call('svc__encrypt', 'bob@example.com', POLICIES.deterministic, cfg);
+    const siv2 = shim.call('svc__encrypt', 'bob@example.com', POLICIES.deterministic, cfg);
+    expect(gcm).toMatch(new RegExp(`^hub:${POLICIES.random}:`));
+    expect(siv1).toBe(siv2);
+    expect(shim.call('svc__decrypt', gcm, cfg)).toBe('bob@example.com');
+    expect(shim.call('svc__decrypt', siv1, cfg)).toBe('bob@example.com');
+    expect(shim.call('svc__encrypt_by_name', 'x', POLICY_NAME, null, cfg)).toMatch(new RegExp(`^hub:${POLICIES.namedV2}:`));
+    expect(shim.call('svc__encrypt_by_name', 'x', POLICY_NAME, 1, cfg)).toMatch(new RegExp(`^hub:${POLICIES.namedV1}:`));
+    expect(shim.call('svc__encrypt_by_name', null, POLICY_NAME, null, cfg)).toBeNull();
+  });
+
+  it('round-trips the empty string, Unicode and a 1 MB value', () => {
+    for (const value of ['', 'Zoë · 東京 · 🙂', 'y'.repeat(1024 * 1024)]) {
+      const enc = shim.call('svc__encrypt', value, POLICIES.random, cfg);
+      expect(shim.call('svc__decrypt', enc, cfg) === value).toBe(true);
+    }
+  });
+
+  it('keeps order and NULL elements of arrays, in requests of svc.batch_size', () => {
+    const values = Array.from({ length: 20 }, (_, i) => (i % 5 === 0 ? null : `v${i}`));
+    const requests = () => shim.executed.filter((sql) => sql.includes('http_request')).length;
+    const before = requests();
+    const enc = shim.call('svc__encrypt_array', values, POLICIES.random, [engine.url, null, '4', null]) as Array<
+      string | null
+    >;
+    // 16 non-NULL values in requests of 4.
+    expect(requests() - before).toBe(4);
+    enc.forEach((v, i) => (values[i] === null ? expect(v).toBeNull() : expect(v).toMatch(CIPHERTEXT)));
+    expect(shim.call('svc__decrypt_array', enc, cfg)).toEqual(values);
+    expect(shim.call('svc__encrypt_array', [], POLICIES.random, cfg)).toEqual([]);
+  });
+
+  it('raises SV001 with the engine message for an unknown policy and a tampered ciphertext', () => {
+    const unknown = failure(() => shim.call('svc__encrypt', 'x', 'NO_SUCH_POLICY', cfg));
+    expect(unknown).toMatchObject({ sqlerrcode: 'SV001', message: 'svc_encrypt: policy not found: NO_SUCH_POLICY' });
+    const enc = shim.call('svc__encrypt', 'secret', POLICIES.random, cfg) as string;
+    const tampered = `${enc.slice(0, -2)}${enc.at(-2) === 'A' ? 'B' : 'A'}${enc.at(-1)}`;
+    const failed = failure(() => shim.call('svc__decrypt', tampered, cfg));
+    expect(failed).toMatchObject({ sqlerrcode: 'SV001', message: 'svc_decrypt: decryption failed' });
+    const inArray = failure(() => shim.call('svc__decrypt_array', ['garbage', null, enc], cfg));
+    expect(inArray).toMatchObject({ sqlerrcode: 'SV001', detail: 'item 1 of 2' });
+  });
+
+  it('raises SV003 for a missing or invalid setting', () => {
+    expect(failure(() => shim.call('svc__encrypt', 'x', POLICIES.random, [null, null, null, null]))).toMatchObject({
+      sqlerrcode: 'SV003',
+      message: 'svc.engine_url is not set',
+    });
+    expect(failure(() => shim.call('svc__encrypt', 'x', POLICIES.random, [engine.url, '-5', null, null]))).toMatchObject({
+      sqlerrcode: 'SV003',
+      message: 'svc.timeout_ms must be an integer from 1 to 3600000, got "-5"',
+    });
+    expect(failure(() => shim.call('svc__decrypt', 'x', ['localhost:1', null, null, null])).sqlerrcode).toBe('SV003');
+  });
+
+  it('raises SV002 when the engine is down or does not answer within svc.timeout_ms', async () => {
+    const down = failure(() => shim.call('svc__encrypt', 'x', POLICIES.random, ['http://127.0.0.1:1', null, null, null]));
+    expect(down.sqlerrcode).toBe('SV002');
+    expect(down.message).toContain('engine at http://127.0.0.1:1 is unreachable');
+    const silent = await startSilentServerProcess();
+    try {
+      const slow = failure(() => shim.call('svc__encrypt', 'x', POLICIES.random, [silent.url, '300', null, null]));
+      expect(slow).toMatchObject({
+        sqlerrcode: 'SV002',
+        message: `engine at ${silent.url} did not answer within svc.timeout_ms (300 ms)`,
+      });
+    } finally {
+      silent.stop();
+    }
+  });
+
+  it('reports health and engine info', () => {
+    expect(shim.call('svc__health', cfg)).toMatchObject({ status: 'UP' });
+    expect(shim.call('svc__engine_info', [engine.url, '1234', '77', null])).toMatchObject({
+      bridge: 'plv8',
+      engineUrl: engine.url,
+      timeoutMs: 1234,
+      batchSize: 77,
+      health: { status: 'UP' },
+    });
+  });
+});
