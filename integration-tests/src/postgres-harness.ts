@@ -31,8 +31,8 @@ export interface RunningPostgres {
 }
 
 export interface StartOptions {
-  /** Build (or pull) and start this image when a container runtime answers; default: the repo's PostgreSQL image. */
-  readonly containerDockerfile?: { context: string; file: string };
+  /** The image to build when a container runtime answers; default: the `bridge-base` stage of docker/postgres.Dockerfile. */
+  readonly containerDockerfile?: { context: string; file: string; target?: string; buildArgs?: Record<string, string> };
   /** Extra `-c name=value` server settings for a local cluster. */
   readonly settings?: Readonly<Record<string, string>>;
 }
@@ -98,12 +98,16 @@ export async function detectContainerRuntime(timeoutMs = 1500): Promise<RuntimeD
   });
 }
 
-async function startContainer(options: StartOptions, notes: string[]): Promise<RunningPostgres> {
+export async function startContainer(options: StartOptions, notes: string[] = []): Promise<RunningPostgres> {
   const { GenericContainer, Wait } = await import('testcontainers');
-  const dockerfile = options.containerDockerfile ?? { context: REPO_ROOT, file: 'docker/postgres.Dockerfile' };
-  const image = await GenericContainer.fromDockerfile(dockerfile.context, dockerfile.file).build('svc-postgres-test', {
-    deleteOnExit: false,
-  });
+  const dockerfile = options.containerDockerfile ?? {
+    context: REPO_ROOT,
+    file: 'docker/postgres.Dockerfile',
+    target: 'bridge-base',
+  };
+  let builder = GenericContainer.fromDockerfile(dockerfile.context, dockerfile.file).withBuildArgs(dockerfile.buildArgs ?? {});
+  if (dockerfile.target) builder = builder.withTarget(dockerfile.target);
+  const image = await builder.build(`svc-postgres-test-${dockerfile.target ?? 'full'}`, { deleteOnExit: false });
   const container = await image
     .withEnvironment({ POSTGRES_PASSWORD: 'postgres', POSTGRES_HOST_AUTH_METHOD: 'trust' })
     .withExposedPorts(5432)
