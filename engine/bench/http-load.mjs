@@ -3,7 +3,7 @@
 // benchmark: a figure measured over failures means nothing.
 import autocannon from 'autocannon';
 
-/** POSTs `body` over `connections` keep-alive connections for `seconds`; returns requests per second. */
+/** POSTs `body` over `connections` keep-alive connections for `seconds`; returns requests/s and the count. */
 export async function postLoad({ url, body, contentType, connections, seconds, verifyBody }) {
   const result = await autocannon({
     url,
@@ -22,5 +22,5 @@ export async function postLoad({ url, body, contentType, connections, seconds, v
   if (result.mismatches) problems.push(`${result.mismatches} responses failed the body check`);
   if (result.requests.total === 0) problems.push('no response completed');
   if (problems.length > 0) throw new Error(`load on ${url}: ${problems.join(', ')}`);
-  return result.requests.total / result.duration;
+  return { rate: result.requests.total / result.duration, requests: result.requests.total };
 }

@@ -1,6 +1,7 @@
 // Measurement helpers for the benchmark: repeat a measurement, keep every sample, report the median.
 // The machine is shared and noisy, so no single run is trusted and figures are always read as ratios
-// against a reference taken in the same run.
+// against a reference taken in the same run. Each sample is a rate and the CPU time the working process
+// spent per item: throughput suffers when other processes take the cores, CPU per item much less.
 
 export function median(values) {
   const sorted = [...values].sort((a, b) => a - b);
@@ -11,7 +12,8 @@ export function median(values) {
 /**
  * Samples every figure once per round, for `count` rounds, in the same order each round, so that slow
  * drift in the machine's load hits all figures alike instead of whichever happened to run last.
- * `figures` maps a name to an async sampler returning a rate; returns name -> { median, samples }.
+ * `figures` maps a name to an async sampler returning { rate, cpu } (cpu: microseconds per item);
+ * returns name -> { median, samples, cpu } with the median rate, every rate, and the median cpu.
  */
 export async function rounds(count, figures, onRound = () => {}) {
   const samples = new Map(Object.keys(figures).map((name) => [name, []]));
@@ -19,15 +21,22 @@ export async function rounds(count, figures, onRound = () => {}) {
     for (const [name, sample] of Object.entries(figures)) samples.get(name).push(await sample());
     onRound(round);
   }
-  return new Map([...samples].map(([name, s]) => [name, { median: median(s), samples: s }]));
+  return new Map(
+    [...samples].map(([name, s]) => {
+      const rates = s.map((x) => x.rate);
+      return [name, { median: median(rates), samples: rates, cpu: median(s.map((x) => x.cpu)) }];
+    }),
+  );
 }
 
 /**
  * Calls `step` (which does `perStep` operations) until at least `ms` milliseconds have passed;
- * returns operations per second. Timing whole steps keeps the clock out of the inner loop.
+ * returns operations per second and this process's CPU microseconds per operation. Timing whole steps
+ * keeps the clock out of the inner loop.
  */
 export function rateFor(ms, perStep, step) {
   let ops = 0;
+  const cpu = process.cpuUsage();
   const start = process.hrtime.bigint();
   const until = start + BigInt(Math.round(ms * 1e6));
   let now = start;
@@ -36,13 +45,18 @@ export function rateFor(ms, perStep, step) {
     ops += perStep;
     now = process.hrtime.bigint();
   }
-  return ops / (Number(now - start) / 1e9);
+  const used = process.cpuUsage(cpu);
+  return { rate: ops / (Number(now - start) / 1e9), cpu: (used.user + used.system) / ops };
 }
 
 export function formatRate(value) {
   if (value >= 1e6) return `${(value / 1e6).toFixed(2)} M`;
   if (value >= 1e3) return `${(value / 1e3).toFixed(1)} k`;
   return value.toFixed(1);
+}
+
+export function formatCpu(micros) {
+  return micros >= 100 ? micros.toFixed(0) : micros.toFixed(2);
 }
 
 export function formatSamples(samples) {

@@ -4,7 +4,7 @@
 
 import { POLICY } from './in-process.mjs';
 import { streamEncrypt } from './ndjson-client.mjs';
-import { rssBytes, startEngine } from './processes.mjs';
+import { cpuMicros, rssBytes, startEngine } from './processes.mjs';
 
 const MIB = 1024 * 1024;
 const mib = (bytes) => `${(bytes / MIB).toFixed(1)} MiB`;
@@ -14,6 +14,7 @@ export async function streamMemory({ bytes, dataBytes, log }) {
   try {
     const samples = [];
     const start = rssBytes(engine.pid);
+    const cpuBefore = cpuMicros(engine.pid);
     samples.push(start);
     const timer = setInterval(() => samples.push(rssBytes(engine.pid)), 250);
     let run;
@@ -23,6 +24,7 @@ export async function streamMemory({ bytes, dataBytes, log }) {
       clearInterval(timer);
     }
     const end = rssBytes(engine.pid);
+    const cpuPerItem = (cpuMicros(engine.pid) - cpuBefore) / run.lines;
     samples.push(end);
     const peak = Math.max(...samples);
     const step = Math.max(1, Math.floor(samples.length / 10));
@@ -34,7 +36,7 @@ export async function streamMemory({ bytes, dataBytes, log }) {
     );
     log(`  engine RSS: start ${mib(start)}, peak ${mib(peak)}, end ${mib(end)} (${samples.length} samples)`);
     log(`  RSS trace (MiB): ${trace.join(' ')}`);
-    return { start, peak, end, growth: peak - start, mbPerSecond };
+    return { start, peak, end, growth: peak - start, mbPerSecond, cpuPerItem };
   } finally {
     await engine.stop();
   }

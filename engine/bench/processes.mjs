@@ -62,6 +62,15 @@ export function rssBytes(pid) {
   return Number(match[1]) * 1024;
 }
 
+/** CPU time (user + system) a process has used so far, in microseconds, from /proc/<pid>/stat. */
+export function cpuMicros(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name, which is in parentheses and may contain spaces.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // utime and stime are fields 14 and 15 of stat(5), in clock ticks (USER_HZ, 100 on Linux).
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
+
 export async function startBareServer() {
   const child = spawn(process.execPath, [join(here, 'bare-server.mjs')], { stdio: ['ignore', 'pipe', 'pipe'] });
   const handle = track(child, 'bare fastify');
@@ -77,11 +86,16 @@ export async function startBareServer() {
   return { ...handle, origin: `http://127.0.0.1:${port}` };
 }
 
-/** Starts the engine in dev mode on a free port with a throwaway data directory; resolves once healthy. */
+/**
+ * Starts the engine in dev mode on a free port with a throwaway data directory; resolves once healthy.
+ * BENCH_ENGINE_NODE_ARGS adds node flags to the engine only (e.g. "--cpu-prof --cpu-prof-dir=prof"),
+ * which NODE_OPTIONS cannot carry.
+ */
 export async function startEngine() {
+  const nodeArgs = (process.env.BENCH_ENGINE_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-'));
-  const child = spawn(process.execPath, [engineMain, '--dev'], {
+  const child = spawn(process.execPath, [...nodeArgs, engineMain, '--dev'], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: {
       ...process.env,

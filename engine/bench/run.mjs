@@ -3,15 +3,16 @@
 // the core's encryptMany (no HTTP) ▸ a bare Fastify route (framework floor) ▸ the engine as a real
 // process (single, JSON batch, binary frame batch, NDJSON stream) ▸ stream memory over ~1 GiB.
 // A measurement, not a test: missed targets still exit 0; any failed request or item exits 1.
-// Options: --quick (small smoke run); BENCH_STREAM_BYTES (memory run size, default 1 GiB).
+// Options: --quick (small smoke run); BENCH_STREAM_BYTES (memory run size, default 1 GiB);
+// BENCH_ENGINE_NODE_ARGS (node flags for the engine process, e.g. to profile it with --cpu-prof).
 import { cpus, loadavg } from 'node:os';
 import { encodeRequestFrame } from '../dist/http/codecs/binary-frame.js';
 import { postLoad } from './http-load.mjs';
 import { coreEncryptManySampler, POLICY, plaintexts, rawGcmSampler } from './in-process.mjs';
-import { formatRate, formatSamples, rounds, table } from './measure.mjs';
+import { formatCpu, formatRate, formatSamples, rounds, table } from './measure.mjs';
 import { streamMemory } from './memory-run.mjs';
 import { streamEncrypt } from './ndjson-client.mjs';
-import { startBareServer, startEngine } from './processes.mjs';
+import { cpuMicros, startBareServer, startEngine } from './processes.mjs';
 import { checkFrameBatch, checkJsonBatch, checkSingle } from './round-trip.mjs';
 
 const MIB = 1024 * 1024;
@@ -24,7 +25,7 @@ function streamBytesSetting() {
   const raw = process.env.BENCH_STREAM_BYTES;
   if (raw === undefined || raw === '') return quick ? 32 * MIB : 1024 * MIB;
   const value = Number(raw);
-  if (!Number.isSafeInteger(value) || value < 1) throw new Error(`BENCH_STREAM_BYTES must be a positive integer`);
+  if (!Number.isSafeInteger(value) || value < 1) throw new Error('BENCH_STREAM_BYTES must be a positive integer');
   return value;
 }
 
@@ -73,33 +74,44 @@ const REPORT = [
 ];
 
 function report(results) {
-  const rows = [['figure', 'median rate', 'reference', 'ratio', 'target', 'result']];
+  const rows = [['figure', 'median rate', 'CPU us/item', 'reference', 'ratio', 'target', 'result', 'CPU ratio']];
   for (const [name, unit, refName, target] of REPORT) {
     const figure = results.get(name);
     log(`  ${name}: ${formatRate(figure.median)} ${unit} (runs: ${formatSamples(figure.samples)})`);
     const rate = `${formatRate(figure.median)} ${unit}`;
+    const cpu = formatCpu(figure.cpu);
     if (!refName) {
-      rows.push([name, rate, '-', '-', '-', '-']);
+      rows.push([name, rate, cpu, '-', '-', '-', '-', '-']);
       continue;
     }
-    const ratio = figure.median / results.get(refName).median;
+    const reference = results.get(refName);
+    const ratio = figure.median / reference.median;
     const hasTarget = target !== undefined;
     rows.push([
       name,
       rate,
+      cpu,
       refName,
       ratio.toFixed(2),
       hasTarget ? `>= ${target.toFixed(2)}` : '-',
       hasTarget ? (ratio >= target ? 'met' : 'MISSED') : '-',
+      (reference.cpu / figure.cpu).toFixed(2),
     ]);
   }
   return rows;
 }
 
-/** An HTTP sampler: one autocannon run, as items per second; warmed up once before the rounds. */
-async function httpSampler(itemsPerRequest, options) {
+/**
+ * An HTTP sampler: one autocannon run, as items per second, with the server's CPU per item; warmed up
+ * once before the rounds.
+ */
+async function httpSampler(server, itemsPerRequest, options) {
   await postLoad({ ...options, seconds: settings.warmupSeconds });
-  return async () => (await postLoad({ ...options, seconds: settings.httpSeconds })) * itemsPerRequest;
+  return async () => {
+    const before = cpuMicros(server.pid);
+    const { rate, requests } = await postLoad({ ...options, seconds: settings.httpSeconds });
+    return { rate: rate * itemsPerRequest, cpu: (cpuMicros(server.pid) - before) / (requests * itemsPerRequest) };
+  };
 }
 
 async function measureAll(bare, engine) {
@@ -123,28 +135,28 @@ async function measureAll(bare, engine) {
     [F.core]: coreEncryptManySampler({ size: small, ms }),
     [F.rawLarge]: rawGcmSampler({ size: large, ms }),
     [F.coreLarge]: coreEncryptManySampler({ size: large, ms }),
-    [F.bare]: await httpSampler(1, {
+    [F.bare]: await httpSampler(bare, 1, {
       url: `${bare.origin}/bare`,
       body: singleBody,
       contentType: json,
       connections: settings.singleConnections,
       verifyBody: (body) => body.includes('"success":true'),
     }),
-    [F.single]: await httpSampler(1, {
+    [F.single]: await httpSampler(engine, 1, {
       url: `${engine.origin}/api/encrypt`,
       body: singleBody,
       contentType: json,
       connections: settings.singleConnections,
       verifyBody: (body) => body.includes('"success":true'),
     }),
-    [F.json]: await httpSampler(items.length, {
+    [F.json]: await httpSampler(engine, items.length, {
       url: `${engine.origin}/api/encrypt/batch`,
       body: JSON.stringify({ items }),
       contentType: json,
       connections: settings.batchConnections,
       verifyBody: (body) => body.includes('"totalFailed":0,'),
     }),
-    [F.frame]: await httpSampler(items.length, {
+    [F.frame]: await httpSampler(engine, items.length, {
       url: `${engine.origin}/api/encrypt/batch`,
       body: frame,
       contentType: 'application/x-svc-binary-frame',
@@ -152,8 +164,9 @@ async function measureAll(bare, engine) {
       verifyBody: (body) => body.startsWith('SVCF'),
     }),
     [F.ndjson]: async () => {
+      const before = cpuMicros(engine.pid);
       const run = await streamEncrypt({ ...stream, totalBytes: settings.ndjsonBytes });
-      return run.lines / run.seconds;
+      return { rate: run.lines / run.seconds, cpu: (cpuMicros(engine.pid) - before) / run.lines };
     },
   };
   return rounds(settings.rounds, figures, (round) => log(`round ${round}/${settings.rounds} done`));
@@ -167,7 +180,9 @@ async function main() {
     .join(' ');
   log(`node ${process.version}, ${cores.length} cores (${cores[0]?.model ?? 'unknown'}), load average ${load}`);
   log(`Figures are medians of ${settings.rounds} rounds; each round samples every figure in turn, so drift in`);
-  log('the machine load hits them alike. Ratios compare figures from this same run.');
+  log('the machine load hits them alike. Ratios compare figures from this same run. "CPU us/item" is the CPU');
+  log('time of the process doing the work (this one in process, the server over HTTP) per item; "CPU ratio"');
+  log('compares it with the reference\'s (reference us/item / figure us/item), which other load disturbs less.');
   log('In process (this process): raw node:crypto AES-256-GCM (createCipheriv + setAAD + update + final +');
   log(
     `getAuthTag, pooled random nonces) and the core's ExecutionService.encryptMany on ${settings.batchItems}-item arrays.`,
@@ -201,12 +216,16 @@ async function main() {
     `${(memory.growth / MIB).toFixed(1)} MiB`,
     '-',
     '-',
+    '-',
     '< 200 MiB',
     memory.growth < 200 * MIB ? 'met' : 'MISSED',
+    '-',
   ]);
   rows.push([
     `stream throughput (${settings.streamDataBytes} B items)`,
     `${memory.mbPerSecond.toFixed(1)} MiB/s`,
+    formatCpu(memory.cpuPerItem),
+    '-',
     '-',
     '-',
     '-',
