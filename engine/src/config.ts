@@ -27,6 +27,38 @@ export interface EngineConfig {
   /** How long a graceful shutdown waits for in-flight requests and streams before closing them. */
   readonly shutdownGraceMs: number;
   readonly limits: Limits;
+  readonly store: StoreConfig;
+  readonly hub: HubConfig;
+  /** A separate listener for the operations API and /metrics; absent: they share the main listener. */
+  readonly operationsListener?: { readonly host: string; readonly port: number };
+}
+
+export interface StoreConfig {
+  /** PostgreSQL URL of the snapshot store (DATABASE_URL); absent: embedded PGlite in <dataDir>/store. */
+  readonly databaseUrl?: string;
+  /** Scopes this engine's rows in a store several engines share (SVC_ENGINE_ID). */
+  readonly engineId: string;
+  /** Base64 master key (SVC_MASTER_KEY); never logged. */
+  readonly masterKey?: string;
+  /** File holding the master key (SVC_MASTER_KEY_FILE). */
+  readonly masterKeyFile?: string;
+  /** Accept raw (unwrapped) key material in key syncs (SVC_ALLOW_RAW_KEY_MATERIAL); development only. */
+  readonly allowRawKeyMaterial: boolean;
+  /** Connection and query time limit on PostgreSQL, in ms (SVC_STORE_TIMEOUT_MS). */
+  readonly timeoutMs: number;
+  /** How often usage counters and heartbeat times are written, in ms (SVC_STORE_FLUSH_INTERVAL_MS). */
+  readonly flushIntervalMs: number;
+}
+
+export interface HubConfig {
+  /** Time between heartbeats while the hub answers, in ms (SVC_HUB_HEARTBEAT_INTERVAL_MS). */
+  readonly heartbeatIntervalMs: number;
+  /** Longest wait between attempts while the hub is down, in ms (SVC_HUB_BACKOFF_MAX_MS). */
+  readonly backoffMaxMs: number;
+  /** Time limit of one call to the hub, in ms (SVC_HUB_TIMEOUT_MS). */
+  readonly timeoutMs: number;
+  /** Time limit of GET /stats/test-connection, in ms (SVC_STATS_TIMEOUT_MS). */
+  readonly statsTimeoutMs: number;
 }
 
 export class ConfigError extends Error {
@@ -53,6 +85,33 @@ function flag(env: Env, name: string): boolean {
 }
 
 const MIB = 1024 * 1024;
+
+function databaseUrl(env: Env): string | undefined {
+  const raw = env.DATABASE_URL;
+  if (raw === undefined || raw === '') return undefined;
+  let protocol = '';
+  try {
+    protocol = new URL(raw).protocol;
+  } catch {
+    // Never echo the value: it usually carries a password.
+    throw new ConfigError('DATABASE_URL must be a postgres:// or postgresql:// URL');
+  }
+  if (protocol !== 'postgres:' && protocol !== 'postgresql:') {
+    throw new ConfigError('DATABASE_URL must be a postgres:// or postgresql:// URL');
+  }
+  return raw;
+}
+
+function operationsListener(env: Env): EngineConfig['operationsListener'] {
+  if (env.SVC_OPS_PORT === undefined || env.SVC_OPS_PORT === '') {
+    if (env.SVC_OPS_HOST) throw new ConfigError('SVC_OPS_HOST needs SVC_OPS_PORT (the separate operations listener)');
+    return undefined;
+  }
+  const port = integer(env, 'SVC_OPS_PORT', 0, 0);
+  if (port > 65535) throw new ConfigError(`SVC_OPS_PORT must be at most 65535, got "${env.SVC_OPS_PORT}"`);
+  // Loopback unless told otherwise, even when the execution API listens on all interfaces.
+  return { host: env.SVC_OPS_HOST || '127.0.0.1', port };
+}
 
 export function loadConfig(env: Env = process.env, argv: readonly string[] = process.argv.slice(2)): EngineConfig {
   for (const arg of argv) {
@@ -87,5 +146,22 @@ export function loadConfig(env: Env = process.env, argv: readonly string[] = pro
       requestTimeoutMs: integer(env, 'SVC_REQUEST_TIMEOUT_MS', 3_600_000),
       idleTimeoutMs: integer(env, 'SVC_IDLE_TIMEOUT_MS', 60_000),
     },
+    store: {
+      databaseUrl: databaseUrl(env),
+      engineId: env.SVC_ENGINE_ID || 'default',
+      masterKey: env.SVC_MASTER_KEY || undefined,
+      masterKeyFile: env.SVC_MASTER_KEY_FILE ? resolve(env.SVC_MASTER_KEY_FILE) : undefined,
+      allowRawKeyMaterial: flag(env, 'SVC_ALLOW_RAW_KEY_MATERIAL'),
+      timeoutMs: integer(env, 'SVC_STORE_TIMEOUT_MS', 5_000),
+      flushIntervalMs: integer(env, 'SVC_STORE_FLUSH_INTERVAL_MS', 10_000),
+    },
+    hub: {
+      heartbeatIntervalMs: integer(env, 'SVC_HUB_HEARTBEAT_INTERVAL_MS', 30_000),
+      backoffMaxMs: integer(env, 'SVC_HUB_BACKOFF_MAX_MS', 60_000),
+      timeoutMs: integer(env, 'SVC_HUB_TIMEOUT_MS', 5_000),
+      statsTimeoutMs: integer(env, 'SVC_STATS_TIMEOUT_MS', 3_000),
+    },
+    // Keeps the operations API off the application network (docs/operations.md).
+    operationsListener: operationsListener(env),
   };
 }

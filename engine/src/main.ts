@@ -1,41 +1,38 @@
-// Entry point: parse configuration, feed the runtime cache, build the app, listen, and shut down
-// gracefully on SIGTERM/SIGINT (in-flight requests and streams drain, new ones get 503).
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+// Entry point. Start order: configuration → master key → snapshot store (migrations, last snapshot
+// loaded into the runtime cache before anything is served) → bootstrap file or dev seed → app(s) →
+// heartbeat loop. SIGTERM/SIGINT drain in-flight requests, stop the loop and close the store.
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Logger, pino } from 'pino';
+import { pino } from 'pino';
 import { ConfigError, type EngineConfig, loadConfig } from './config.js';
-import { generateDevBootstrap, parseBootstrap } from './core/bootstrap.js';
 import { ExecutionService } from './core/execution-service.js';
 import { RuntimeCache } from './core/runtime-cache.js';
-import { buildApp } from './http/app.js';
+import { buildApp, buildOperationsApp, type EngineApp } from './http/app.js';
+import { createMetrics } from './http/metrics.js';
+import type { OperationsDeps } from './http/routes/operations/index.js';
+import { HeartbeatLoop } from './hub/heartbeat-loop.js';
+import { HubClient } from './hub/hub-client.js';
+import { RuntimeAgent } from './hub/runtime-agent.js';
+import { CacheManager } from './store/cache-manager.js';
+import { wrappedMaterialReader } from './store/key-material.js';
+import { loadMasterKey } from './store/master-key.js';
+import { openDb } from './store/open-store.js';
+import { seed } from './store/seed.js';
+import { SnapshotStore } from './store/snapshot-store.js';
 
 const version = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string })
   .version;
 
-function readJson(path: string): unknown {
-  return JSON.parse(readFileSync(path, 'utf8'));
-}
-
-function loadInitialSnapshot(config: EngineConfig, cache: RuntimeCache, log: Logger): void {
-  if (config.bootstrapFile) {
-    const snapshot = cache.replace(parseBootstrap(readJson(config.bootstrapFile)));
-    log.info({ policies: snapshot.policyCount, keys: snapshot.keyCount }, 'loaded bootstrap file');
-    return;
-  }
-  if (config.devMode) {
-    // Stopgap until the snapshot store lands: dev keys are kept in the data directory (mode 0600) so
-    // ciphertexts made in dev mode survive a restart.
-    mkdirSync(config.dataDir, { recursive: true });
-    const file = join(config.dataDir, 'dev-bootstrap.json');
-    if (!existsSync(file)) writeFileSync(file, JSON.stringify(generateDevBootstrap(), null, 2), { mode: 0o600 });
-    chmodSync(file, 0o600);
-    const snapshot = cache.replace(parseBootstrap(readJson(file)));
-    log.warn(
-      { policies: snapshot.policies.map((p) => `${p.policyCode} (${p.algorithm})`) },
-      'DEV MODE: serving demo policies with generated keys; never use dev mode in production',
-    );
-  }
-}
+const CAPABILITIES = [
+  'AES-256-GCM',
+  'AES-256-SIV',
+  'deterministic',
+  'json-single',
+  'json-batch',
+  'ndjson-stream',
+  'binary-frame',
+  'key-wrap-rfc5649',
+];
 
 async function main(): Promise<void> {
   let config: EngineConfig;
@@ -49,30 +46,117 @@ async function main(): Promise<void> {
     throw error;
   }
   const log = pino({ level: config.logLevel, redact: ['req.headers["x-svc-tenant-id"]'] });
+  const { store: storeConfig, hub: hubConfig } = config;
+
+  const masterKey = await loadMasterKey(
+    { value: storeConfig.masterKey, file: storeConfig.masterKeyFile, devMode: config.devMode, dataDir: config.dataDir },
+    log,
+  );
+  const opened = await openDb(
+    {
+      databaseUrl: storeConfig.databaseUrl,
+      pgliteDir: join(config.dataDir, 'store'),
+      queryTimeoutMs: storeConfig.timeoutMs,
+    },
+    log,
+  );
   const cache = new RuntimeCache();
-  loadInitialSnapshot(config, cache, log);
+  const manager = new CacheManager(cache, new SnapshotStore(opened, storeConfig.engineId, masterKey.key), log);
+  const stored = await manager.restore();
+  log.info(
+    {
+      store: opened.driver,
+      location: opened.location,
+      masterKey: masterKey.origin,
+      runtimeVersion: cache.current.runtimeVersion,
+      policies: cache.current.policyCount,
+      keys: cache.current.keyCount,
+    },
+    'snapshot store opened and last snapshot loaded',
+  );
+  await seed(
+    manager,
+    { bootstrapFile: config.bootstrapFile, devMode: config.devMode, dataDir: config.dataDir, masterKey: masterKey.key },
+    log,
+  );
   if (!cache.current.configured) log.warn('no policies or keys loaded: execution answers 503 until the cache is fed');
 
+  const agent = new RuntimeAgent({
+    manager,
+    client: new HubClient({ timeoutMs: hubConfig.timeoutMs }),
+    readMaterial: wrappedMaterialReader(masterKey.key, storeConfig.allowRawKeyMaterial),
+    engineVersion: version,
+    log,
+    identity: stored.identity,
+  });
+  const operations: OperationsDeps = {
+    agent,
+    manager,
+    readMaterial: wrappedMaterialReader(masterKey.key, storeConfig.allowRawKeyMaterial),
+    engineVersion: version,
+    providerFamily: 'software',
+    capabilities: CAPABILITIES,
+    statsTimeoutMs: hubConfig.statsTimeoutMs,
+  };
+  const metrics = createMetrics({
+    cache,
+    status: () => agent.status,
+    storeAvailable: () => manager.health.available,
+    engineVersion: version,
+  });
+  const separate = config.operationsListener;
   const execution = new ExecutionService(cache, config.limits);
-  const { app, lifecycle } = await buildApp({ execution, limits: config.limits, version, logger: log });
-  const address = await app.listen({ host: config.host, port: config.port });
-  log.info({ address, version }, 'engine listening');
+  const apps: EngineApp[] = [];
+  const mainApp = await buildApp({
+    execution,
+    limits: config.limits,
+    version,
+    logger: log,
+    metrics,
+    operations: separate ? undefined : operations,
+    serveMetrics: !separate,
+    healthComponents: {
+      // Informational: the engine serves from memory whatever the hub and the store do.
+      hub: () => ({ status: 'UP', details: { status: agent.status } }),
+      store: () => ({ status: 'UP', details: { driver: opened.driver, available: manager.health.available } }),
+    },
+  });
+  apps.push(mainApp);
+  const address = await mainApp.app.listen({ host: config.host, port: config.port });
+  if (separate) {
+    const ops = await buildOperationsApp({ operations, metrics, limits: config.limits, logger: log });
+    apps.push(ops);
+    const opsAddress = await ops.app.listen({ host: separate.host, port: separate.port });
+    log.info({ address: opsAddress }, 'operations API listening');
+  }
+  log.info({ address, version, status: agent.status }, 'engine listening');
+
+  const loop = new HeartbeatLoop(
+    agent,
+    { intervalMs: hubConfig.heartbeatIntervalMs, backoffMaxMs: hubConfig.backoffMaxMs },
+    log,
+  );
+  loop.start();
+  manager.startStateFlush(storeConfig.flushIntervalMs);
 
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info({ signal, graceMs: config.shutdownGraceMs }, 'shutting down: draining in-flight requests');
-    lifecycle.shutdown(config.shutdownGraceMs).then(
-      () => {
-        log.info('engine stopped');
-        process.exit(0);
-      },
-      (error: unknown) => {
-        log.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+    Promise.all(apps.map((a) => a.lifecycle.shutdown(config.shutdownGraceMs)))
+      .then(() => loop.stop())
+      .then(() => manager.close())
+      .then(
+        () => {
+          log.info('engine stopped');
+          process.exit(0);
+        },
+        (error: unknown) => {
+          log.error({ err: error }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
