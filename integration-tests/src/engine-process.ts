@@ -3,6 +3,7 @@
 // and stops it. Tests either pass a bootstrap document (known keys, so ciphertexts survive a restart)
 // or use dev mode (the demo policies DEMO_RANDOM and DEMO_DETERMINISTIC with fresh keys).
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -56,6 +57,9 @@ export async function startEngine(options: EngineOptions = {}): Promise<RunningE
     const file = join(dataDir, 'bootstrap.json');
     await writeFile(file, JSON.stringify(options.bootstrap), { mode: 0o600 });
     env.SVC_BOOTSTRAP_FILE = file;
+    // Outside dev mode the engine needs a master key (it wraps the stored keys); one per engine, kept
+    // across restarts of that engine since `env` is reused.
+    env.SVC_MASTER_KEY = randomBytes(32).toString('base64');
   }
   Object.assign(env, options.env);
 
