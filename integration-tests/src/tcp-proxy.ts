@@ -1,0 +1,63 @@
+// A TCP proxy that can cut a connection path and restore it on the same port: in front of PostgreSQL
+// it makes the store "go away" for the engine (open connections reset, new ones refused) without
+// stopping the run's shared server, and brings it back.
+import { connect, createServer, type Server, type Socket } from 'node:net';
+
+export interface TcpProxy {
+  /** host:port to connect to instead of the target. */
+  readonly port: number;
+  /** Resets every connection and refuses new ones (the port stops listening). */
+  cut(): Promise<void>;
+  /** Listens again on the same port. */
+  restore(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
+  const sockets = new Set<Socket>();
+  let server: Server | undefined;
+  let port = 0;
+
+  const track = (socket: Socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => socket.destroy());
+  };
+
+  const listen = async (): Promise<void> => {
+    const next = createServer((client) => {
+      const upstream = connect(targetPort, targetHost);
+      track(client);
+      track(upstream);
+      client.pipe(upstream);
+      upstream.pipe(client);
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    await new Promise<void>((done, fail) => {
+      next.once('error', fail);
+      next.listen(port, '127.0.0.1', () => done());
+    });
+    const address = next.address();
+    if (typeof address !== 'object' || !address) throw new Error('proxy has no address');
+    port = address.port;
+    server = next;
+  };
+
+  const cut = async (): Promise<void> => {
+    const current = server;
+    server = undefined;
+    for (const socket of sockets) socket.destroy();
+    if (current) await new Promise<void>((done) => current.close(() => done()));
+  };
+
+  await listen();
+  return {
+    get port() {
+      return port;
+    },
+    cut,
+    restore: () => (server ? Promise.resolve() : listen()),
+    close: cut,
+  };
+}
