@@ -67,8 +67,12 @@ async function openPostgres(url: string, queryTimeoutMs: number, log: Logger): P
     query_timeout: queryTimeoutMs,
     application_name: 'svc-engine',
   });
-  // An idle client losing its server emits here; without a listener the process would crash.
+  // A client losing its server emits 'error' (on the pool while idle, on the client while checked out
+  // between queries); without listeners the process would crash. The next query reports the outage.
   pool.on('error', (error) => log.warn({ err: error.message }, 'snapshot store connection lost'));
+  pool.on('connect', (client) => {
+    client.on('error', (error) => log.warn({ err: error.message }, 'snapshot store connection lost'));
+  });
   const db = drizzle(pool, { schema });
   const lock = await pool.connect();
   try {
