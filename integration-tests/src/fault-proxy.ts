@@ -10,6 +10,8 @@ export interface FaultProxy {
   mode: ProxyMode;
   /** Requests seen per path since the last reset of the counters. */
   readonly counts: Map<string, number>;
+  /** TCP connections accepted so far. */
+  readonly connections: () => number;
   /** Closes every open client connection (as an engine restart would). */
   dropConnections(): void;
   close(): Promise<void>;
@@ -19,10 +21,12 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   const upstream = new URL(target);
   const sockets = new Set<Socket>();
   const counts = new Map<string, number>();
+  let accepted = 0;
   const proxy: FaultProxy = {
     url: '',
     mode: 'forward',
     counts,
+    connections: () => accepted,
     dropConnections: () => {
       for (const socket of sockets) socket.destroy();
     },
@@ -51,6 +55,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     req.pipe(forward);
   });
   server.on('connection', (socket) => {
+    accepted += 1;
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
   });

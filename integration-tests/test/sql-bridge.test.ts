@@ -339,6 +339,15 @@ describe('engine faults', () => {
     }
   });
 
+  it('keeps one keep-alive connection per backend across calls', async () => {
+    const before = proxy.connections();
+    await withClient(url, async (c) => {
+      for (let i = 0; i < 10; i++) await c.query('SELECT svc_decrypt(svc_encrypt($1, $2))', [`v${i}`, POLICIES.random]);
+      await c.query('SELECT svc_encrypt($1::text[], $2)', [['a', 'b'], POLICIES.random]);
+    });
+    expect(proxy.connections() - before).toBe(1);
+  });
+
   it('reopens its connection once after the engine dropped it', async () => {
     await withClient(url, async (c) => {
       const first = (await c.query("SELECT svc_encrypt('a', 'PII_EMAIL') AS c")).rows[0].c;
