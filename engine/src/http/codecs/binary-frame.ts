@@ -91,17 +91,23 @@ export function decodeRequestFrame(buf: Buffer, expected: 'encrypt' | 'decrypt',
     return { operation: 'decrypt', items };
   }
   const items: RawBytesItem[] = [];
+  let lastRefBytes: Buffer = Buffer.alloc(0);
+  let lastRef = '';
   for (let i = 0; i < count; i++) {
     const kind = r.u8(`item ${i} policy kind`);
     const version = r.u32(`item ${i} policy version`);
     const refBytes = r.bytes(r.u16(`item ${i} policy length`), `item ${i} policy`);
     const data = r.bytes(r.u32(`item ${i} length`), `item ${i} data`);
-    let ref: string;
-    try {
-      ref = utf8.decode(refBytes);
-    } catch {
-      throw errors.decode(`item ${i} policy reference is not UTF-8`);
+    // Batches usually repeat one policy: decode its name once.
+    if (!refBytes.equals(lastRefBytes)) {
+      try {
+        lastRef = utf8.decode(refBytes);
+      } catch {
+        throw errors.decode(`item ${i} policy reference is not UTF-8`);
+      }
+      lastRefBytes = refBytes;
     }
+    const ref = lastRef;
     if (kind !== RefKind.policyCode && kind !== RefKind.policyName)
       throw errors.decode(`item ${i} has unknown policy kind ${kind}`);
     // Rule violations (such as a version with a policy code) fail that item in the core, not the frame.
@@ -129,16 +135,12 @@ export function encodeResponseFrame(
   results: readonly FrameResult[],
   totals: FrameTotals,
 ): Buffer {
-  const parts: { code: Buffer; data: Buffer | Uint8Array }[] = results.map((result) => ({
-    code: Buffer.from(result.policyCode ?? '', 'utf8'),
-    data: result.ok
-      ? typeof result.data === 'string'
-        ? Buffer.from(result.data, 'latin1')
-        : result.data
-      : Buffer.from(result.error.message, 'utf8'),
-  }));
+  // Sized first, then written in place: no per-item buffers (ciphertexts are ASCII, written as latin1).
   let size = RESPONSE_HEADER_LENGTH;
-  for (const part of parts) size += 2 + 2 + 2 + part.code.length + 4 + part.data.length;
+  for (const r of results) {
+    const data = r.ok ? r.data : r.error.message;
+    size += 10 + Buffer.byteLength(r.policyCode ?? '', 'utf8') + (typeof data === 'string' ? Buffer.byteLength(data, r.ok ? 'latin1' : 'utf8') : data.length);
+  }
   const out = Buffer.allocUnsafe(size);
   MAGIC.copy(out, 0);
   out.writeUInt8(FRAME_VERSION, 4);
@@ -149,16 +151,21 @@ export function encodeResponseFrame(
   out.writeUInt32BE(totals.totalFailed, 16);
   out.writeUInt32BE(Math.min(totals.totalProcessingTime, 0xffff_ffff), 20);
   let o = RESPONSE_HEADER_LENGTH;
-  results.forEach((result, i) => {
-    const part = parts[i] as (typeof parts)[number];
-    o = out.writeUInt16BE(result.ok ? ITEM_SUCCESS : ITEM_FAILURE, o);
-    o = out.writeUInt16BE(result.ok ? 0 : result.error.status, o);
-    o = out.writeUInt16BE(part.code.length, o);
-    o += part.code.copy(out, o);
-    o = out.writeUInt32BE(part.data.length, o);
-    out.set(part.data, o);
-    o += part.data.length;
-  });
+  for (const r of results) {
+    o = out.writeUInt16BE(r.ok ? ITEM_SUCCESS : ITEM_FAILURE, o);
+    o = out.writeUInt16BE(r.ok ? 0 : r.error.status, o);
+    const codeLength = out.write(r.policyCode ?? '', o + 2, 'utf8');
+    o = out.writeUInt16BE(codeLength, o) + codeLength;
+    const data = r.ok ? r.data : r.error.message;
+    let dataLength: number;
+    if (typeof data === 'string') {
+      dataLength = out.write(data, o + 4, r.ok ? 'latin1' : 'utf8');
+    } else {
+      out.set(data, o + 4);
+      dataLength = data.length;
+    }
+    o = out.writeUInt32BE(dataLength, o) + dataLength;
+  }
   return out;
 }
 
