@@ -1,7 +1,7 @@
 // Installing like a DBA: the committed sql/ is what udf/ generates; the migrations apply with psql -f,
 // with a migration runner (drizzle's migrator) and as CREATE EXTENSION; applying twice changes nothing;
 // uninstall leaves the schema as it was (compared with pg_dump --schema-only).
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { drizzle } from 'drizzle-orm/node-postgres';
@@ -166,6 +166,7 @@ describe('migrations', () => {
       await migrate(drizzle(client), { migrationsFolder: folder });
     } finally {
       await client.end();
+      rmSync(folder, { recursive: true, force: true });
     }
     const objects = await bridgeObjects(url, 'public');
     expect(objects.length).toBeGreaterThan(10);
