@@ -14,23 +14,20 @@ export function installLifecycle(app: FastifyInstance): Lifecycle {
   let draining = false;
   let inFlight = 0;
   let idle: (() => void) | undefined;
+  const settle = () => {
+    inFlight--;
+    if (inFlight === 0) idle?.();
+  };
 
-  app.addHook('onRequest', (request, reply, done) => {
+  app.addHook('onRequest', (_request, reply, done) => {
     if (draining) {
       reply.header('connection', 'close');
       sendError(reply, errors.shuttingDown());
       return;
     }
     inFlight++;
-    let settled = false;
-    const settle = () => {
-      if (settled) return;
-      settled = true;
-      inFlight--;
-      if (inFlight === 0) idle?.();
-    };
+    // 'close' fires once per response, whether it finished or the client went away.
     reply.raw.once('close', settle);
-    request.raw.once('error', settle);
     done();
   });
 
