@@ -66,12 +66,12 @@ BEGIN
   RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, DETAIL = coalesce(detail, ''), HINT = coalesce(hint, '');
 END
 $body$$f$, target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:f8e500745453')
+  py_prelude := replace($py$b = GD.get('svc_bridge:42ed69169b67')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:f8e500745453'] = m.Bridge(plpy)
+    b = GD['svc_bridge:42ed69169b67'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into requests to the
 # engine's JSON batch endpoints. It is loaded once per backend (the generated SQL executes this source
@@ -105,7 +105,7 @@ ENGINE_CHECK_HINT = 'Check the engine directly (GET <svc.engine_url>/api/health 
 
 
 class Unavailable(Exception):
-    pass
+    """The deadline passed while waiting for the engine's answer."""
 
 
 class Settings:
@@ -280,6 +280,8 @@ class Bridge:
             reused = self.conn is not None and self.conn_key == (s.scheme, s.host, s.port)
             try:
                 conn = self.connection(s, deadline)
+                # A reused socket still carries the previous call's timeout; every call gets its own deadline.
+                conn.sock.settimeout(max(deadline - time.monotonic(), 0.001))
                 conn.request(method, s.base_path + path, body, headers)
                 self.wait_readable(conn, deadline)
                 conn.sock.settimeout(max(deadline - time.monotonic(), 0.001))
@@ -288,9 +290,9 @@ class Bridge:
                 if response.will_close:
                     self.close()
                 return response.status, data
-            except Unavailable as e:
+            except Unavailable:
                 self.close()
-                self.fail(UNAVAILABLE, 'engine at %s did not answer within svc.timeout_ms (%d ms)%s' % (s.url, s.timeout_ms, e.args[0]),
+                self.fail(UNAVAILABLE, 'engine at %s did not answer within svc.timeout_ms (%d ms)' % (s.url, s.timeout_ms),
                           hint=ENGINE_CHECK_HINT)
             except (OSError, http.client.HTTPException) as e:
                 self.close()
@@ -323,7 +325,7 @@ class Bridge:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise Unavailable('')
+                raise Unavailable()
             readable, _, _ = select.select([sock], [], [], min(remaining, INTERRUPT_SLICE_S))
             if readable:
                 return

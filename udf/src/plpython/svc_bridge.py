@@ -30,7 +30,7 @@ ENGINE_CHECK_HINT = 'Check the engine directly (GET <svc.engine_url>/api/health 
 
 
 class Unavailable(Exception):
-    pass
+    """The deadline passed while waiting for the engine's answer."""
 
 
 class Settings:
@@ -205,6 +205,8 @@ class Bridge:
             reused = self.conn is not None and self.conn_key == (s.scheme, s.host, s.port)
             try:
                 conn = self.connection(s, deadline)
+                # A reused socket still carries the previous call's timeout; every call gets its own deadline.
+                conn.sock.settimeout(max(deadline - time.monotonic(), 0.001))
                 conn.request(method, s.base_path + path, body, headers)
                 self.wait_readable(conn, deadline)
                 conn.sock.settimeout(max(deadline - time.monotonic(), 0.001))
@@ -213,9 +215,9 @@ class Bridge:
                 if response.will_close:
                     self.close()
                 return response.status, data
-            except Unavailable as e:
+            except Unavailable:
                 self.close()
-                self.fail(UNAVAILABLE, 'engine at %s did not answer within svc.timeout_ms (%d ms)%s' % (s.url, s.timeout_ms, e.args[0]),
+                self.fail(UNAVAILABLE, 'engine at %s did not answer within svc.timeout_ms (%d ms)' % (s.url, s.timeout_ms),
                           hint=ENGINE_CHECK_HINT)
             except (OSError, http.client.HTTPException) as e:
                 self.close()
@@ -248,7 +250,7 @@ class Bridge:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise Unavailable('')
+                raise Unavailable()
             readable, _, _ = select.select([sock], [], [], min(remaining, INTERRUPT_SLICE_S))
             if readable:
                 return
