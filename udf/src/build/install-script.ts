@@ -76,7 +76,7 @@ BEGIN
   SELECT l.lanname INTO previous
     FROM pg_catalog.pg_proc p
     JOIN pg_catalog.pg_language l ON l.oid = p.prolang
-   WHERE p.proname = 'svc_encrypt' AND p.pronamespace = to_regnamespace(target_schema)
+   WHERE p.proname = 'svc__encrypt' AND p.pronamespace = to_regnamespace(target_schema)
      AND l.lanname IN ('plpython3u', 'plv8')
    LIMIT 1;
   IF requested IS NOT NULL AND requested NOT IN ('plpython3u', 'plv8') THEN
