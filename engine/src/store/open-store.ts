@@ -1,6 +1,8 @@
 // Opens the snapshot store on one of its two drivers and applies the drizzle-kit migrations before
 // anything reads it: PGlite in the data directory (the embedded default, or in memory for tests) or
 // PostgreSQL through DATABASE_URL with a small `pg` pool. Both get the same schema and migrations.
+import { mkdir } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import type { Logger } from './logger.js';
@@ -50,6 +52,8 @@ async function openPglite(dir: string | undefined): Promise<OpenedDb> {
   const { PGlite } = await import('@electric-sql/pglite');
   const { drizzle } = await import('drizzle-orm/pglite');
   const { migrate } = await import('drizzle-orm/pglite/migrator');
+  // PGlite creates its own directory but not the parents (the data directory may not exist yet).
+  if (dir !== undefined) await mkdir(dirname(dir), { recursive: true });
   const client = dir === undefined ? new PGlite() : new PGlite(dir);
   const db = drizzle(client, { schema });
   await migrate(db, MIGRATIONS);
@@ -94,6 +98,9 @@ export async function openDb(location: StoreLocation, log: Logger): Promise<Open
     const where = location.databaseUrl
       ? `DATABASE_URL (${redact(location.databaseUrl)})`
       : `PGlite (${location.pgliteDir ?? 'memory'})`;
-    throw new Error(`cannot open the snapshot store at ${where}: ${(error as Error).message}`, { cause: error });
+    // drizzle wraps driver errors ("Failed query: …"); the driver's own message says what went wrong.
+    const cause = (error as { cause?: { message?: string } }).cause?.message;
+    const detail = cause ? `${(error as Error).message.split('\n')[0]}: ${cause}` : (error as Error).message;
+    throw new Error(`cannot open the snapshot store at ${where}: ${detail}`, { cause: error });
   }
 }
