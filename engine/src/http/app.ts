@@ -45,14 +45,23 @@ export interface EngineApp {
 }
 
 function createFastify(limits: Limits, logger: FastifyBaseLogger | undefined): FastifyInstance {
-  return Fastify({
+  const app = Fastify({
     ...(logger ? { loggerInstance: logger } : { logger: false }),
+    // Two info lines per request would cost more than the encryption; access lines are logged at debug.
+    disableRequestLogging: true,
     bodyLimit: limits.bodyLimitBytes,
     requestTimeout: limits.requestTimeoutMs,
     connectionTimeout: limits.idleTimeoutMs,
     return503OnClosing: false,
     ajv: { customOptions: { coerceTypes: false } },
   });
+  if (logger && ['debug', 'trace'].includes(logger.level)) {
+    app.addHook('onResponse', (request, reply, done) => {
+      request.log.debug({ req: request, statusCode: reply.statusCode, ms: reply.elapsedTime }, 'request completed');
+      done();
+    });
+  }
+  return app;
 }
 
 export async function buildApp(deps: AppDeps): Promise<EngineApp> {
