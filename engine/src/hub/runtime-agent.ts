@@ -3,6 +3,7 @@
 // snapshot when the runtime changed, and the sync check against the hub's manifest.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { EngineError, errors } from '../core/errors.js';
+import { parseHttpUrl } from '../core/http-url.js';
 import { type MaterialReader, parseKeyRecord, parsePolicyRecord } from '../core/records.js';
 import type { CacheManager } from '../store/cache-manager.js';
 import type { Logger } from '../store/logger.js';
@@ -64,15 +65,7 @@ export function sameTenant(presented: string | undefined, expected: string): boo
 export function parseIdentity(body: unknown): RuntimeIdentity {
   const fields = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
   const { hubUrl, tenantId } = fields;
-  let url: URL | undefined;
-  try {
-    url = typeof hubUrl === 'string' ? new URL(hubUrl) : undefined;
-  } catch {
-    url = undefined;
-  }
-  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
-    throw errors.operationInvalid('hubUrl must be an absolute http or https URL');
-  }
+  const url = parseHttpUrl(hubUrl, 'hubUrl');
   if (url.username || url.password) throw errors.operationInvalid('hubUrl must not carry credentials');
   if (url.search || url.hash) throw errors.operationInvalid('hubUrl must not carry a query or fragment');
   if (typeof tenantId !== 'string' || !TENANT_PATTERN.test(tenantId)) {

@@ -1,22 +1,12 @@
 // GET /stats/test-connection?statsTargetUrl=: can this engine reach an http(s) stats target? One GET
 // with a short timeout and no redirects; the answer reports status and latency, never the target's body.
 import type { FastifyPluginAsync } from 'fastify';
-import { errors } from '../../../core/errors.js';
+import { parseHttpUrl } from '../../../core/http-url.js';
 import type { OperationsDeps } from './deps.js';
 import { errorResponses, TestConnection } from './schemas.js';
 
 function targetOf(query: unknown): URL {
-  const raw = (query as Record<string, unknown> | undefined)?.statsTargetUrl;
-  let url: URL | undefined;
-  try {
-    url = typeof raw === 'string' ? new URL(raw) : undefined;
-  } catch {
-    url = undefined;
-  }
-  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
-    throw errors.operationInvalid('statsTargetUrl must be an absolute http or https URL');
-  }
-  return url;
+  return parseHttpUrl((query as Record<string, unknown> | undefined)?.statsTargetUrl, 'statsTargetUrl');
 }
 
 export const statsTestConnectionRoute: FastifyPluginAsync<OperationsDeps> = async (app, { statsTimeoutMs }) => {
