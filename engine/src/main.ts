@@ -81,10 +81,12 @@ async function main(): Promise<void> {
   );
   if (!cache.current.configured) log.warn('no policies or keys loaded: execution answers 503 until the cache is fed');
 
+  // Key material from the hub and from syncs arrives wrapped under the master key (raw only if allowed).
+  const readMaterial = wrappedMaterialReader(masterKey.key, storeConfig.allowRawKeyMaterial);
   const agent = new RuntimeAgent({
     manager,
     client: new HubClient({ timeoutMs: hubConfig.timeoutMs }),
-    readMaterial: wrappedMaterialReader(masterKey.key, storeConfig.allowRawKeyMaterial),
+    readMaterial,
     engineVersion: version,
     log,
     identity: stored.identity,
@@ -92,7 +94,7 @@ async function main(): Promise<void> {
   const operations: OperationsDeps = {
     agent,
     manager,
-    readMaterial: wrappedMaterialReader(masterKey.key, storeConfig.allowRawKeyMaterial),
+    readMaterial,
     engineVersion: version,
     providerFamily: 'software',
     capabilities: CAPABILITIES,
