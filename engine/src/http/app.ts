@@ -1,7 +1,7 @@
 // Builds the engine's Fastify app from its dependencies; listening, signals and configuration belong
 // to main.ts. Routes are thin adapters over the core's execution service.
 import swagger from '@fastify/swagger';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Limits } from '../config.js';
 import type { ExecutionService } from '../core/execution-service.js';
 import { BINARY_FRAME_TYPE } from './codecs/binary-frame.js';
@@ -48,7 +48,7 @@ function createFastify(limits: Limits, logger: FastifyBaseLogger | undefined): F
   const app = Fastify({
     ...(logger ? { loggerInstance: logger } : { logger: false }),
     // Two info lines per request would cost more than the encryption; access lines are logged at debug.
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: limits.bodyLimitBytes,
     requestTimeout: limits.requestTimeoutMs,
     connectionTimeout: limits.idleTimeoutMs,
