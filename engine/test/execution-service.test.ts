@@ -253,11 +253,21 @@ describe('key rotation and statuses', () => {
     expect(service.decryptOne({ data: ciphertext }).data).toBe('x');
   });
 
-  it('never uses a key of another algorithm filed under the policy alias', () => {
+  it('refuses a snapshot with a key of another algorithm under a policy alias, leaving the cache as it was', () => {
     const content = standardContent();
+    const { service, cache } = serviceWith(content);
     content.keys.push(key('test-gcm', 5, 'AES-256-SIV', '11'.repeat(64)));
-    const { service } = serviceWith(content);
+    expect(() => cache.replace({ ...content, runtimeVersion: 'bad' })).toThrow(
+      'key test-gcm version 5 is AES-256-SIV but policy PII_GCM using it is AES-256-GCM',
+    );
+    expect(cache.current.runtimeVersion).toBe('test');
     expect(parseEnvelope(service.encryptOne({ data: 'x', policyCode: 'PII_GCM' }).data).keyVersion).toBe(1);
+  });
+
+  it('refuses a snapshot where two policy codes share a name and version', () => {
+    const content = standardContent();
+    content.policies.push(policy('CUSTOMER_COPY', 'AES-256-GCM', 'test-gcm', { policyName: 'customer', policyVersion: 2 }));
+    expect(() => serviceWith(content)).toThrow('policies CUSTOMER_V2 and CUSTOMER_COPY are both customer version 2');
   });
 });
 

@@ -30,6 +30,30 @@ export interface SnapshotContent {
   readonly runtimeVersion: string;
 }
 
+/**
+ * Consistency rules across records, checked before any snapshot is persisted or served: a policy name
+ * and version names one policy, and every key under a policy's alias has the policy's algorithm.
+ */
+export function checkSnapshotContent(content: SnapshotContent): void {
+  const named = new Map<string, string>();
+  for (const p of content.policies) {
+    const id = `${p.policyName}\u0000${p.policyVersion}`;
+    const other = named.get(id);
+    if (other !== undefined && other !== p.policyCode) {
+      throw errors.operationInvalid(`policies ${other} and ${p.policyCode} are both ${p.policyName} version ${p.policyVersion}`);
+    }
+    named.set(id, p.policyCode);
+  }
+  for (const p of content.policies) {
+    const mismatch = content.keys.find((k) => k.alias === p.keyAlias && k.algorithm !== p.algorithm);
+    if (mismatch) {
+      throw errors.operationInvalid(
+        `key ${mismatch.alias} version ${mismatch.version} is ${mismatch.algorithm} but policy ${p.policyCode} using it is ${p.algorithm}`,
+      );
+    }
+  }
+}
+
 export class RuntimeSnapshot implements SnapshotContent {
   readonly policies: readonly PolicyRecord[];
   readonly keys: readonly KeyRecord[];
@@ -40,6 +64,7 @@ export class RuntimeSnapshot implements SnapshotContent {
   readonly #encrypt = new Map<string, EncryptContext | EngineError>();
 
   constructor(content: SnapshotContent, counters: UsageCounters) {
+    checkSnapshotContent(content);
     this.policies = Object.freeze([...content.policies]);
     this.keys = Object.freeze([...content.keys]);
     this.runtimeVersion = content.runtimeVersion;

@@ -11,7 +11,7 @@
 import { EngineError, errors } from '../core/errors.js';
 import type { KeyRecord, PolicyRecord } from '../core/records.js';
 import type { RuntimeCache } from '../core/runtime-cache.js';
-import type { RuntimeSnapshot, SnapshotContent } from '../core/runtime-snapshot.js';
+import { checkSnapshotContent, type RuntimeSnapshot, type SnapshotContent } from '../core/runtime-snapshot.js';
 import type { UsageEntry } from '../core/usage-counters.js';
 import type { Logger } from './logger.js';
 import type { SnapshotStore } from './snapshot-store.js';
@@ -92,6 +92,7 @@ export class CacheManager {
         keys: merge(current.keys, change.keys, keyId),
         runtimeVersion: change.runtimeVersion ?? current.runtimeVersion,
       };
+      checkSnapshotContent(content); // refused before anything is written
       const at = new Date();
       await this.persist('sync not applied', () => this.store.saveSnapshot(content, at));
       this.#lastSyncAt = at;
