@@ -7,7 +7,7 @@ import {
   encodeHeader,
   formatEnvelope,
   HEADER_LENGTH,
-  looksLikeEnvelope,
+  envelopePolicyCode,
   POLICY_CODE_PATTERN,
   parseEnvelope,
 } from '../src/core/ciphertext-envelope.js';
@@ -65,7 +65,7 @@ describe('formatEnvelope and parseEnvelope', () => {
         const header = encodeHeader(alg, version);
         const text = formatEnvelope(code, Buffer.concat([header, sealed]));
         expect(text.startsWith(`hub:${code}:`)).toBe(true);
-        expect(looksLikeEnvelope(text)).toBe(true);
+        expect(envelopePolicyCode(text)).toBe(code);
         const parsed = parseEnvelope(text);
         expect(parsed.policyCode).toBe(code);
         expect(parsed.formatVersion).toBe(1);

@@ -47,15 +47,12 @@ export function formatEnvelope(policyCode: string, body: Buffer): string {
   return `${ENVELOPE_PREFIX}${policyCode}:${body.toString('base64url')}`;
 }
 
-/** Whether a string has the envelope's outer shape (used to skip values already encrypted). */
-export function looksLikeEnvelope(value: string): boolean {
+/** The policy code a string names when it has the envelope's outer shape (to report a failed decrypt's policy). */
+export function envelopePolicyCode(value: unknown): string | undefined {
+  if (typeof value !== 'string' || !value.startsWith(ENVELOPE_PREFIX)) return undefined;
   const end = value.indexOf(':', ENVELOPE_PREFIX.length);
-  return (
-    value.startsWith(ENVELOPE_PREFIX) &&
-    end > ENVELOPE_PREFIX.length &&
-    POLICY_CODE_PATTERN.test(value.slice(ENVELOPE_PREFIX.length, end)) &&
-    BASE64URL_PATTERN.test(value.slice(end + 1))
-  );
+  const code = end < 0 ? '' : value.slice(ENVELOPE_PREFIX.length, end);
+  return POLICY_CODE_PATTERN.test(code) ? code : undefined;
 }
 
 /** Parses an envelope; any deviation from the canonical encoding is `malformed ciphertext`. */

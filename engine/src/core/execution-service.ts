@@ -4,6 +4,7 @@
 import { ALGORITHM_IDS, GCM_NONCE_LENGTH, TAG_LENGTH } from './aead.js';
 import {
   ENVELOPE_PREFIX,
+  envelopePolicyCode,
   formatEnvelope,
   HEADER_LENGTH,
   MAX_POLICY_CODE_LENGTH,
@@ -191,7 +192,7 @@ export class ExecutionService {
       try {
         out[i] = this.decryptText(snapshot, parseDecryptRequest(items[i]));
       } catch (error) {
-        out[i] = toFailure(error);
+        out[i] = toFailure(error, envelopePolicyCode((items[i] as { data?: unknown } | null)?.data));
       }
     }
     return out;
@@ -221,7 +222,7 @@ export class ExecutionService {
       try {
         return this.decryptData(snapshot, ciphertext);
       } catch (error) {
-        return toFailure(error);
+        return toFailure(error, envelopePolicyCode(ciphertext));
       }
     });
   }
