@@ -100,6 +100,25 @@ describe.each(['', '/engine'])('execution API under "%s"', (prefix) => {
     expect(empty.json().error).toMatch(/^decode request: /);
   });
 
+  it('refuses a body that is not valid UTF-8 instead of encrypting replacement characters', async () => {
+    const body = Buffer.concat([Buffer.from('{"data":"'), Buffer.from([0xc3, 0x28]), Buffer.from('","policyCode":"PII_SIV"}')]);
+    const res = await t.app.inject({ method: 'POST', url: `${prefix}/api/encrypt`, headers: JSON_HEADERS, payload: body });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ error: 'decode request: body is not valid UTF-8' });
+  });
+
+  it('answers 404, not 405, for a known path with a trailing slash', async () => {
+    const res = await post(`${prefix}/api/encrypt/`, { data: 'x', policyCode: 'PII_GCM' });
+    expect(res.statusCode).toBe(404);
+    expect(res.json()).toEqual({ error: 'not found' });
+  });
+
+  it('answers 400 in the catalogue shape for a URL that cannot be decoded', async () => {
+    const res = await t.app.inject({ url: `${prefix}/api/%zz` });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ error: 'decode request: the URL is not valid' });
+  });
+
   it('does not echo the request body in a decode error', async () => {
     const res = await post(`${prefix}/api/encrypt`, '{"data": "secret-value", policyCode}');
     expect(res.statusCode).toBe(400);
@@ -205,7 +224,7 @@ describe.each(['', '/engine'])('execution API under "%s"', (prefix) => {
       decryptedData: 'one',
       policyCode: 'PII_GCM',
     });
-    expect(body.results[1]).toMatchObject({ success: false, code: 2000, message: 'malformed ciphertext' });
+    expect(body.results[1]).toMatchObject({ success: false, code: 2000, message: 'malformed ciphertext', policyCode: 'PII_GCM' });
     expect(body.results[2]).toMatchObject({ success: false, code: 2000, message: 'decrypt request accepts data only' });
     expect(body.results[3]).toMatchObject({ success: true, decryptedData: 'two', policyCode: 'PII_SIV' });
   });
@@ -267,7 +286,7 @@ describe.each(['', '/engine'])('execution API under "%s"', (prefix) => {
   });
 
   it('serves the OpenAPI document generated from the route schemas', async () => {
-    const res = await t.app.inject({ url: '/openapi.json' });
+    const res = await t.app.inject({ url: `${prefix}/openapi.json` });
     expect(res.statusCode).toBe(200);
     const doc = res.json();
     expect(doc.openapi).toMatch(/^3\./);
@@ -360,11 +379,19 @@ describe('limits and content types', () => {
     ['/api/decrypt/batch', 'application/x-ndjson'],
     ['/api/encrypt/stream', 'application/json'],
     ['/api/decrypt', 'application/xml'],
+    ['/api/decrypt/stream', 'application/json'],
   ])('answers 415 on %s for %s', async (url, type) => {
     t = await testApp();
     const res = await post(url, '{"data":"x","policyCode":"PII_GCM"}', { 'content-type': type });
     expect(res.statusCode).toBe(415);
     expect(res.json()).toEqual({ error: `unsupported content type: ${type}` });
+  });
+
+  it('refuses a JSON body on a stream path with 415 before trying to parse it', async () => {
+    t = await testApp();
+    const res = await post('/api/encrypt/stream', '{not json', JSON_HEADERS);
+    expect(res.statusCode).toBe(415);
+    expect(res.json()).toEqual({ error: 'unsupported content type: application/json' });
   });
 
   it('accepts application/json with a charset parameter', async () => {

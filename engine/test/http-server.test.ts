@@ -2,7 +2,7 @@
 // error lines that do not stop the stream, the binary frame over the wire, and graceful draining.
 import { once } from 'node:events';
 import { type ClientRequest, type IncomingMessage, request } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, connect, type Socket } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BINARY_FRAME_TYPE, decodeResponseFrame, encodeRequestFrame } from '../src/http/codecs/binary-frame.js';
 import { type TestApp, testApp } from './support/http.js';
@@ -156,6 +156,42 @@ describe('binary frame over a real connection', () => {
       ),
     });
     expect(decodeResponseFrame(Buffer.from(await dec.arrayBuffer())).items.map((i) => i.data)).toEqual(values);
+  });
+});
+
+/** Sends raw bytes on a new connection and returns everything the server answers until it closes. */
+async function rawExchange(port: number, send: (socket: Socket) => void): Promise<string> {
+  const socket = connect(port, '127.0.0.1');
+  await once(socket, 'connect');
+  const chunks: Buffer[] = [];
+  socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+  send(socket);
+  await once(socket, 'close');
+  return Buffer.concat(chunks).toString('latin1');
+}
+
+describe('malformed HTTP and slow clients', () => {
+  it('answers a malformed request line with a 400 in the catalogue shape', async () => {
+    const answer = await rawExchange(Number(base.port), (s) => s.write('BREW /api/encrypt HTTP/1.1\r\nHost: x\r\n\r\n'));
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    expect(answer.endsWith('{"error":"decode request: malformed HTTP request"}')).toBe(true);
+  });
+
+  it('cuts off a body that trickles in for longer than the request timeout with 408', async () => {
+    const slow = await testApp({ limits: { requestTimeoutMs: 1000, idleTimeoutMs: 5000 } });
+    await slow.app.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      const port = (slow.app.server.address() as AddressInfo).port;
+      const answer = await rawExchange(port, (s) => {
+        s.write('POST /api/encrypt HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n');
+        const drip = setInterval(() => s.writable && s.write(' '), 200);
+        s.once('close', () => clearInterval(drip));
+      });
+      expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+      expect(answer.endsWith('{"error":"request timed out"}')).toBe(true);
+    } finally {
+      await slow.app.close();
+    }
   });
 });
 

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { ndjsonTransform } from '../src/http/codecs/ndjson.js';
 
 function run(chunks: (string | Buffer)[], maxLineBytes = 1024): Promise<string> {
-  const handlers = { line: (t: string) => `<${t}>`, tooLong: () => '<too long>' };
+  const handlers = { line: (t: string) => `<${t}>`, tooLong: () => '<too long>', notUtf8: () => '<not utf-8>' };
   return text(Readable.from(chunks.map((c) => Buffer.from(c))).pipe(ndjsonTransform(handlers, maxLineBytes)));
 }
 
@@ -42,6 +42,10 @@ describe('ndjson transform', () => {
         Buffer.concat([euro.subarray(1), Buffer.from('\nc')]),
       ]),
     ).toBe('<a>\n<b€>\n<c>\n');
+  });
+
+  it('answers a line that is not valid UTF-8 with an error line and goes on', async () => {
+    expect(await run([Buffer.from([0x61, 0x0a, 0xc3, 0x28, 0x0a, 0x62, 0x0a])])).toBe('<a>\n<not utf-8>\n<b>\n');
   });
 
   it('answers an oversized line with one error line, drops the rest of it and goes on', async () => {

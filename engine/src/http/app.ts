@@ -1,12 +1,14 @@
 // Builds the engine's Fastify app from its dependencies; listening, signals and configuration belong
 // to main.ts. Routes are thin adapters over the core's execution service.
+import { isUtf8 } from 'node:buffer';
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Limits } from '../config.js';
+import { errors } from '../core/errors.js';
 import type { ExecutionService } from '../core/execution-service.js';
 import { BINARY_FRAME_TYPE } from './codecs/binary-frame.js';
 import { NDJSON_TYPE } from './codecs/ndjson.js';
-import { installErrorHandler } from './error-handler.js';
+import { clientErrorHandler, frameworkErrors, installErrorHandler } from './error-handler.js';
 import { installLifecycle, type Lifecycle } from './lifecycle.js';
 import { type EngineMetrics, metricsRoute, requestMetrics } from './metrics.js';
 import { installMethodGuard } from './method-guard.js';
@@ -51,9 +53,27 @@ function createFastify(limits: Limits, logger: FastifyBaseLogger | undefined): F
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: limits.bodyLimitBytes,
     requestTimeout: limits.requestTimeoutMs,
+    // Node enforces requestTimeout when it checks its connections: check often enough for the limit to hold.
+    http: {
+      connectionsCheckingInterval: Math.max(250, Math.min(30_000, Math.floor(limits.requestTimeoutMs / 4))),
+      headersTimeout: Math.min(60_000, limits.requestTimeoutMs),
+    },
+    clientErrorHandler,
+    frameworkErrors,
     connectionTimeout: limits.idleTimeoutMs,
     return503OnClosing: false,
     ajv: { customOptions: { coerceTypes: false } },
+  });
+  // The default JSON parser decodes invalid UTF-8 into U+FFFD, which would encrypt something other than
+  // what was sent: bodies must be valid UTF-8, then the default (prototype-poisoning-safe) parser runs.
+  const parseJson = app.getDefaultJsonParser('error', 'ignore');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    if (!isUtf8(body as Buffer)) {
+      done(errors.decode('body is not valid UTF-8'), undefined);
+      return;
+    }
+    parseJson(request, (body as Buffer).toString('utf8'), done);
   });
   if (logger && ['debug', 'trace'].includes(logger.level)) {
     app.addHook('onResponse', (request, reply, done) => {
@@ -97,7 +117,7 @@ export async function buildApp(deps: AppDeps): Promise<EngineApp> {
   if (deps.operations) await app.register(operationsRoutes, deps.operations);
   if (deps.metrics && deps.serveMetrics !== false) await app.register(metricsRoute, { metrics: deps.metrics });
 
-  app.get('/openapi.json', { schema: { hide: true } }, () => app.swagger());
+  for (const prefix of ['', '/engine']) app.get(`${prefix}/openapi.json`, { schema: { hide: true } }, () => app.swagger());
   return { app, lifecycle };
 }
 

@@ -1,6 +1,7 @@
 // The one place where failures become HTTP responses. Engine errors render the contract's bodies;
 // Fastify's own errors (body parsing, limits, content types) are mapped into the same catalogue; anything
 // else is a 500 with a fixed message, its detail only in the log.
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { EngineError, errors } from '../core/errors.js';
 
@@ -27,6 +28,35 @@ export function toEngineError(error: FastifyError | Error, request: FastifyReque
   return errors.internal();
 }
 
+const REASONS: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };
+
+/**
+ * Errors Node's HTTP parser raises before Fastify sees a request (malformed request line, bad chunking,
+ * a request that takes longer than the request timeout): answered on the raw socket, in the same catalogue.
+ */
+export function clientErrorHandler(error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const mapped =
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? errors.requestTimeout()
+      : error.code === 'HPE_HEADER_OVERFLOW'
+        ? errors.headersTooLarge()
+        : errors.malformedHttp();
+  const body = JSON.stringify(mapped.body());
+  socket.end(
+    `HTTP/1.1 ${mapped.status} ${REASONS[mapped.status]}\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+/** Fastify's router errors (an undecodable URL) in the same catalogue. */
+export function frameworkErrors(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  sendError(reply, error.code === 'FST_ERR_BAD_URL' ? errors.decode('the URL is not valid') : errors.internal());
+}
+
 export function sendError(reply: FastifyReply, error: EngineError): FastifyReply {
   // JSON.stringify keeps the contract's field order (success before error) for both shapes.
   return reply.code(error.status).type('application/json').serializer(JSON.stringify).send(error.body());
@@ -35,7 +65,9 @@ export function sendError(reply: FastifyReply, error: EngineError): FastifyReply
 export function installErrorHandler(app: FastifyInstance, bodyLimit: number): void {
   app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const mapped = toEngineError(error, request, bodyLimit);
-    if (mapped.status >= 500) request.log.error({ err: error }, 'request failed');
+    // Only the unexpected carries a stack; expected unavailability (hub, store, drain) is a warning.
+    if (mapped.code === 'INTERNAL') request.log.error({ err: error }, 'request failed');
+    else if (mapped.status >= 500) request.log.warn({ status: mapped.status }, mapped.message);
     return sendError(reply, mapped);
   });
 }

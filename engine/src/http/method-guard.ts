@@ -13,7 +13,7 @@ export function installMethodGuard(app: FastifyInstance): void {
   });
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?', 1)[0] ?? '';
-    const methods = methodsByPath.get(path) ?? methodsByPath.get(path.replace(/\/+$/, ''));
+    const methods = methodsByPath.get(path);
     if (methods) {
       reply.header('allow', [...methods].join(', '));
       return sendError(reply, errors.methodNotAllowed());

@@ -2,6 +2,7 @@
 // (bounded by maxLineBytes), maps each line to one output line, and pushes one chunk of output per
 // input chunk. Backpressure comes from the stream pipeline: when the client stops reading the
 // responses, the engine stops reading its requests.
+import { isUtf8 } from 'node:buffer';
 import { Transform, type TransformCallback } from 'node:stream';
 
 export const NDJSON_TYPE = 'application/x-ndjson';
@@ -12,6 +13,8 @@ export interface LineHandlers {
   readonly line: (text: string) => string;
   /** The response line for a request line over the size limit. */
   readonly tooLong: () => string;
+  /** The response line for a request line that is not valid UTF-8. */
+  readonly notUtf8: () => string;
 }
 
 export function ndjsonTransform(handlers: LineHandlers, maxLineBytes: number): Transform {
@@ -27,6 +30,10 @@ export function ndjsonTransform(handlers: LineHandlers, maxLineBytes: number): T
     const whole = pending.length === 0 ? tail : Buffer.concat([...pending, tail]);
     pending = [];
     pendingBytes = 0;
+    if (!isUtf8(whole)) {
+      out.push(handlers.notUtf8());
+      return;
+    }
     let text = whole.toString('utf8');
     if (text.endsWith('\r')) text = text.slice(0, -1);
     // Blank lines carry no request and get no response (a trailing newline is common).

@@ -85,7 +85,7 @@ function frameBatch(execution: ExecutionService, operation: Operation, body: Buf
 }
 
 export const batchRoutes: FastifyPluginAsync<{ execution: ExecutionService }> = async (app, { execution }) => {
-  const preValidation = accepts('application/json', BINARY_FRAME_TYPE);
+  const onRequest = accepts('application/json', BINARY_FRAME_TYPE);
 
   for (const operation of ['encrypt', 'decrypt'] as const) {
     const run = (request: FastifyRequest, reply: FastifyReply) => {
@@ -102,7 +102,7 @@ export const batchRoutes: FastifyPluginAsync<{ execution: ExecutionService }> = 
     app.post(
       `/api/${operation}/batch`,
       {
-        preValidation,
+        onRequest,
         schema: {
           description: `JSON batch, or a binary frame with Content-Type ${BINARY_FRAME_TYPE} (docs/binary-frame.md)`,
           body: batchBody(operation === 'encrypt' ? EncryptBody : DecryptBody),

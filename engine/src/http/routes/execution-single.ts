@@ -8,12 +8,12 @@ export const singleRoutes: FastifyPluginAsync<{ execution: ExecutionService }> =
   const json = accepts('application/json');
   const response = { 200: SingleResponse, ...errorResponses };
 
-  app.post('/api/encrypt', { preValidation: json, schema: { body: EncryptBody, response } }, (request) => {
+  app.post('/api/encrypt', { onRequest: json, schema: { body: EncryptBody, response } }, (request) => {
     const { policyCode, data } = execution.encryptOne(request.body);
     return { success: true, data, policyCode };
   });
 
-  app.post('/api/decrypt', { preValidation: json, schema: { body: DecryptBody, response } }, (request) => {
+  app.post('/api/decrypt', { onRequest: json, schema: { body: DecryptBody, response } }, (request) => {
     const { policyCode, data } = execution.decryptOne(request.body);
     return { success: true, data, policyCode };
   });

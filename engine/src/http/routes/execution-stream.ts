@@ -14,6 +14,7 @@ export const streamRoutes: FastifyPluginAsync<{ execution: ExecutionService; max
 ) => {
   const { execution, maxLineBytes } = opts;
   const tooLong = JSON.stringify(errors.tooLarge(`line exceeds ${maxLineBytes} bytes`).body());
+  const notUtf8 = JSON.stringify(errors.decode('line is not valid UTF-8').body());
 
   for (const operation of ['encrypt', 'decrypt'] as const) {
     const process =
@@ -37,7 +38,7 @@ export const streamRoutes: FastifyPluginAsync<{ execution: ExecutionService; max
     app.post(
       `/api/${operation}/stream`,
       {
-        preValidation: accepts(NDJSON_TYPE),
+        onRequest: accepts(NDJSON_TYPE),
         schema: {
           description: 'NDJSON: one single request body per line in, one single response body per line out',
           response: errorResponses,
@@ -47,7 +48,7 @@ export const streamRoutes: FastifyPluginAsync<{ execution: ExecutionService; max
         execution.snapshot(); // answer 503 up front rather than one error line per request line
         const out = pipeline(
           request.body as Readable,
-          ndjsonTransform({ line, tooLong: () => tooLong }, maxLineBytes),
+          ndjsonTransform({ line, tooLong: () => tooLong, notUtf8: () => notUtf8 }, maxLineBytes),
           (error) => {
             if (error) request.log.debug({ err: error }, 'stream ended early');
           },

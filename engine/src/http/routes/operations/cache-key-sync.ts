@@ -10,7 +10,7 @@ import { errorResponses, SyncResult } from './schemas.js';
 
 export const cacheKeySyncRoute: FastifyPluginAsync<OperationsDeps> = async (app, { manager, readMaterial }) => {
   const options = {
-    preValidation: accepts('application/json'),
+    onRequest: accepts('application/json'),
     schema: { response: { 200: SyncResult, ...errorResponses } },
   };
   const sync = (mode: ChangeMode) => async (request: { body: unknown }) => {

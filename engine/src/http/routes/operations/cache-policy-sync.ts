@@ -9,7 +9,7 @@ import { errorResponses, SyncResult } from './schemas.js';
 
 export const cachePolicySyncRoute: FastifyPluginAsync<OperationsDeps> = async (app, { manager }) => {
   const options = {
-    preValidation: accepts('application/json'),
+    onRequest: accepts('application/json'),
     schema: { response: { 200: SyncResult, ...errorResponses } },
   };
   const sync = (mode: ChangeMode) => async (request: { body: unknown }) => {

@@ -10,7 +10,7 @@ import { presentedTenant, sendUnauthorized } from './tenant-guard.js';
 export const runtimeIdentityRoute: FastifyPluginAsync<OperationsDeps> = async (app, { agent }) => {
   app.post(
     '/runtime/identity',
-    { preValidation: accepts('application/json'), schema: { response: { 200: SuccessBody, ...errorResponses } } },
+    { onRequest: accepts('application/json'), schema: { response: { 200: SuccessBody, ...errorResponses } } },
     async (request, reply) => {
       try {
         await agent.register(request.body, presentedTenant(request));
