@@ -14,12 +14,21 @@ import {
 
 export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
 
+/**
+ * Largest hub answer the engine reads, in bytes. A heartbeat snapshot carries what a full sync
+ * would, so this matches the engine's default request body limit (SVC_BODY_LIMIT_BYTES, 32 MiB);
+ * without a cap a hostile or broken hub could make the engine buffer any amount of memory.
+ */
+export const MAX_HUB_ANSWER_BYTES = 32 * 1024 * 1024;
+
 export class HubError extends Error {
   override readonly name = 'HubError';
 }
 
 export interface HubClientOptions {
   readonly timeoutMs: number;
+  /** Cap on a hub answer's body; MAX_HUB_ANSWER_BYTES when not given. */
+  readonly maxAnswerBytes?: number;
   /** Injected in tests; the global fetch otherwise. */
   readonly fetch?: FetchLike;
 }
@@ -28,15 +37,51 @@ function describeFailure(error: unknown, timeoutMs: number): string {
   if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')) {
     return `no answer within ${timeoutMs} ms`;
   }
+  if (error instanceof HubError) return error.message;
   const cause = (error as { cause?: { code?: string; message?: string } }).cause;
   return cause?.code ?? cause?.message ?? (error as Error).message ?? String(error);
 }
 
+/** Drops an answer body the engine will not read, so the connection is released; errors do not matter. */
+async function discard(response: Response): Promise<void> {
+  await response.body?.cancel().catch(() => undefined);
+}
+
+/**
+ * Reads the body as a stream and stops (cancelling it) as soon as it passes `limit` bytes, so an
+ * oversized answer never sits in memory whole.
+ */
+async function readCapped(response: Response, limit: number): Promise<string> {
+  const tooLarge = () => new HubError(`hub answer exceeds ${limit} bytes`);
+  const declared = Number(response.headers.get('content-length'));
+  if (Number.isFinite(declared) && declared > limit) {
+    await discard(response);
+    throw tooLarge();
+  }
+  if (!response.body) return '';
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > limit) {
+      await reader.cancel().catch(() => undefined);
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks, total).toString('utf8');
+}
+
 export class HubClient {
   readonly #fetch: FetchLike;
+  readonly #maxAnswerBytes: number;
 
   constructor(readonly options: HubClientOptions) {
     this.#fetch = options.fetch ?? ((url, init) => fetch(url, init));
+    this.#maxAnswerBytes = options.maxAnswerBytes ?? MAX_HUB_ANSWER_BYTES;
   }
 
   async heartbeat(identity: RuntimeIdentity, body: HeartbeatRequest): Promise<HeartbeatResponse> {
@@ -47,8 +92,10 @@ export class HubClient {
     return checkManifest(await this.#call('manifest', identity, HUB_PATHS.manifest, 'GET'));
   }
 
+  /** Every hub call goes through here: one place for the timeout and the size cap. */
   async #call(what: string, identity: RuntimeIdentity, path: string, method: string, body?: unknown): Promise<unknown> {
     const url = `${identity.hubUrl.replace(/\/+$/, '')}${path}`;
+    const failed = (detail: string) => new HubError(`hub ${what} failed: ${detail}`);
     let response: Response;
     try {
       response = await this.#fetch(url, {
@@ -62,16 +109,21 @@ export class HubClient {
         signal: AbortSignal.timeout(this.options.timeoutMs),
       });
     } catch (error) {
-      throw new HubError(`hub ${what} failed: ${describeFailure(error, this.options.timeoutMs)}`);
+      throw failed(describeFailure(error, this.options.timeoutMs));
     }
-    const text = await response.text().catch(() => '');
+    let text: string;
+    try {
+      text = await readCapped(response, this.#maxAnswerBytes);
+    } catch (error) {
+      throw failed(describeFailure(error, this.options.timeoutMs));
+    }
     if (!response.ok) {
-      throw new HubError(`hub ${what} failed: hub answered ${response.status}${text ? ` ${text.slice(0, 200)}` : ''}`);
+      throw failed(`hub answered ${response.status}${text ? ` ${text.slice(0, 200)}` : ''}`);
     }
     try {
       return JSON.parse(text);
     } catch {
-      throw new HubError(`hub ${what} failed: the answer is not JSON`);
+      throw failed('the answer is not JSON');
     }
   }
 }
