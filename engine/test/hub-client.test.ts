@@ -1,6 +1,9 @@
-// The hub client's own rules, against stub fetches: the cap on an answer's size (streamed, cancelled
-// as soon as it is passed).
-import { describe, expect, it } from 'vitest';
+// The hub client's own rules, against stub fetches and local listeners: the cap on an answer's size
+// (streamed, cancelled as soon as it is passed) and redirects never followed (the tenant header must
+// not travel to another address).
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
 import { type FetchLike, HubClient, HubError, MAX_HUB_ANSWER_BYTES } from '../src/hub/hub-client.js';
 import type { HeartbeatRequest } from '../src/hub/protocol.js';
 
@@ -47,8 +50,8 @@ async function hubError(promise: Promise<unknown>): Promise<HubError> {
 }
 
 const calls = {
-  heartbeat: (client: HubClient) => client.heartbeat(identity, beat),
-  manifest: (client: HubClient) => client.manifest(identity),
+  heartbeat: (client: HubClient, to = identity) => client.heartbeat(to, beat),
+  manifest: (client: HubClient, to = identity) => client.manifest(to),
 } as const;
 
 describe('answer size cap', () => {
@@ -87,5 +90,46 @@ describe('answer size cap', () => {
     const fetch: FetchLike = async () => new Response(json.padEnd(CHUNK, ' '), { status: 200 });
     const manifest = await calls.manifest(new HubClient({ timeoutMs: 5000, fetch, maxAnswerBytes: CHUNK }));
     expect(manifest).toEqual({ runtimeVersion: 'r1', policies: [], keys: [] });
+  });
+});
+
+describe('redirects', () => {
+  const servers: Server[] = [];
+
+  afterEach(async () => {
+    await Promise.all(servers.splice(0).map((s) => new Promise((resolve) => s.close(resolve))));
+  });
+
+  async function listen(handler: Parameters<typeof createServer>[1]): Promise<string> {
+    const server = createServer(handler);
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }
+
+  for (const [what, call] of Object.entries(calls)) {
+    it(`does not follow a ${what} redirect, so the tenant header never reaches its target`, async () => {
+      const seenByTarget: IncomingHttpHeaders[] = [];
+      const target = await listen((req, res) => {
+        seenByTarget.push(req.headers);
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+      const hubUrl = await listen((req, res) => res.writeHead(307, { location: `${target}${req.url}` }).end());
+      const client = new HubClient({ timeoutMs: 5000 });
+      const error = await hubError(call(client, { ...identity, hubUrl }));
+      expect(error.message).toBe(`hub ${what} failed: hub answered a redirect (3xx); not followed`);
+      expect(seenByTarget).toEqual([]);
+    });
+  }
+
+  it('asks fetch not to follow redirects and refuses any 3xx answer', async () => {
+    const modes: RequestInit['redirect'][] = [];
+    const fetch: FetchLike = async (_url, init) => {
+      modes.push(init.redirect);
+      return new Response(null, { status: 302, headers: { location: 'http://elsewhere.test/' } });
+    };
+    const error = await hubError(calls.manifest(new HubClient({ timeoutMs: 5000, fetch })));
+    expect(error.message).toBe('hub manifest failed: hub answered a redirect (3xx); not followed');
+    expect(modes).toEqual(['manual']);
   });
 });

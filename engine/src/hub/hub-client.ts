@@ -92,7 +92,7 @@ export class HubClient {
     return checkManifest(await this.#call('manifest', identity, HUB_PATHS.manifest, 'GET'));
   }
 
-  /** Every hub call goes through here: one place for the timeout and the size cap. */
+  /** Every hub call goes through here: one place for the timeout, the redirect rule and the size cap. */
   async #call(what: string, identity: RuntimeIdentity, path: string, method: string, body?: unknown): Promise<unknown> {
     const url = `${identity.hubUrl.replace(/\/+$/, '')}${path}`;
     const failed = (detail: string) => new HubError(`hub ${what} failed: ${detail}`);
@@ -106,10 +106,17 @@ export class HubClient {
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
         },
         body: body === undefined ? undefined : JSON.stringify(body),
+        // The tenant header is the operations API's only credential: a redirect must not carry it
+        // to another address, so redirects are never followed.
+        redirect: 'manual',
         signal: AbortSignal.timeout(this.options.timeoutMs),
       });
     } catch (error) {
       throw failed(describeFailure(error, this.options.timeoutMs));
+    }
+    if (response.type === 'opaqueredirect' || (response.status >= 300 && response.status < 400)) {
+      await discard(response);
+      throw failed('hub answered a redirect (3xx); not followed');
     }
     let text: string;
     try {
