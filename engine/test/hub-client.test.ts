@@ -1,6 +1,6 @@
 // The hub client's own rules, against stub fetches and local listeners: the cap on an answer's size
-// (streamed, cancelled as soon as it is passed) and redirects never followed (the tenant header must
-// not travel to another address).
+// (streamed, cancelled as soon as it is passed), redirects never followed (the tenant header must
+// not travel to another address) and hub error bodies never copied into the engine's errors.
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -132,4 +132,20 @@ describe('redirects', () => {
     expect(error.message).toBe('hub manifest failed: hub answered a redirect (3xx); not followed');
     expect(modes).toEqual(['manual']);
   });
+});
+
+describe('error answers', () => {
+  for (const [what, call] of Object.entries(calls)) {
+    it(`reports only the status of a failed ${what}, never the hub's error body`, async () => {
+      const fetch: FetchLike = async () =>
+        new Response(JSON.stringify({ error: 'db password=hunter2' }), { status: 500 });
+      const error = await hubError(call(new HubClient({ timeoutMs: 5000, fetch })));
+      expect(error.message).toBe(`hub ${what} failed: hub answered 500`);
+      expect(error.message).not.toContain('hunter2');
+      // An empty error body does not change the detail either.
+      const bare: FetchLike = async () => new Response(null, { status: 401 });
+      const empty = await hubError(call(new HubClient({ timeoutMs: 5000, fetch: bare })));
+      expect(empty.message).toBe(`hub ${what} failed: hub answered 401`);
+    });
+  }
 });

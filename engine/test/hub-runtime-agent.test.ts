@@ -4,7 +4,9 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { parseEnvelope } from '../src/core/ciphertext-envelope.js';
 import { EngineError } from '../src/core/errors.js';
 import { ExecutionService } from '../src/core/execution-service.js';
-import { parseIdentity } from '../src/hub/runtime-agent.js';
+import { HubClient } from '../src/hub/hub-client.js';
+import { parseIdentity, RuntimeAgent } from '../src/hub/runtime-agent.js';
+import type { Logger } from '../src/store/logger.js';
 import { closeSharedDb, HUB_URL, type HubWorld, hubWorld, TENANT } from './support/hub-fixtures.js';
 
 const limits = { maxBatchItems: 100, maxDataBytes: 1 << 20 };
@@ -97,6 +99,29 @@ describe('heartbeat', () => {
     world.hubControl.down = false;
     await world.agent.heartbeat();
     expect(world.agent.status).toBe('ONLINE');
+  });
+
+  it("keeps the hub's error body out of the 502 answer, lastHeartbeatError and the log", async () => {
+    world = await hubWorld();
+    const logged: string[] = [];
+    const record = (fields: Record<string, unknown>, message: string) => logged.push(JSON.stringify({ fields, message }));
+    const log: Logger = { debug: record, info: record, warn: record, error: record };
+    const agent = new RuntimeAgent({
+      ...world.agent.deps,
+      log,
+      client: new HubClient({
+        timeoutMs: 2000,
+        fetch: async () => new Response('{"error":"db password=hunter2"}', { status: 500 }),
+      }),
+    });
+    const error = await failure(agent.heartbeat());
+    expect(error.status).toBe(502);
+    expect(error.body()).toEqual({ success: false, error: 'hub heartbeat failed: hub answered 500' });
+    expect(agent.lastHeartbeatError).toBe('hub heartbeat failed: hub answered 500');
+    expect(logged.length).toBeGreaterThan(0);
+    expect(logged.join('\n')).not.toContain('hunter2');
+    const check = await failure(agent.syncCheck());
+    expect(check.body()).toEqual({ success: false, error: 'hub manifest failed: hub answered 500' });
   });
 
   it('refuses a snapshot whose keys are not wrapped under its master key, changing nothing', async () => {

@@ -118,14 +118,17 @@ export class HubClient {
       await discard(response);
       throw failed('hub answered a redirect (3xx); not followed');
     }
+    if (!response.ok) {
+      // Only the status: the hub's error body may hold anything (internal details, secrets) and
+      // this detail reaches 502 answers, runtime info and logs.
+      await discard(response);
+      throw failed(`hub answered ${response.status}`);
+    }
     let text: string;
     try {
       text = await readCapped(response, this.#maxAnswerBytes);
     } catch (error) {
       throw failed(describeFailure(error, this.options.timeoutMs));
-    }
-    if (!response.ok) {
-      throw failed(`hub answered ${response.status}${text ? ` ${text.slice(0, 200)}` : ''}`);
     }
     try {
       return JSON.parse(text);
