@@ -4,10 +4,10 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { parseEnvelope } from '../src/core/ciphertext-envelope.js';
 import { EngineError } from '../src/core/errors.js';
 import { ExecutionService } from '../src/core/execution-service.js';
-import { HubClient } from '../src/hub/hub-client.js';
+import { type FetchLike, HubClient } from '../src/hub/hub-client.js';
 import { parseIdentity, RuntimeAgent } from '../src/hub/runtime-agent.js';
 import type { Logger } from '../src/store/logger.js';
-import { closeSharedDb, HUB_URL, type HubWorld, hubWorld, TENANT } from './support/hub-fixtures.js';
+import { closeSharedDb, HUB_URL, type HubWorld, hubWorld, injectFetch, TENANT } from './support/hub-fixtures.js';
 
 const limits = { maxBatchItems: 100, maxDataBytes: 1 << 20 };
 let world: HubWorld | undefined;
@@ -184,6 +184,56 @@ describe('sync check', () => {
     world.hubState.tenant(TENANT).keys.get('pii-gcm')?.[0]?.material.fill(1);
     const check = await world.agent.syncCheck();
     expect(check.keys.different).toEqual(['pii-gcm@1']);
+  });
+
+  /** The world's agent, but the hub's manifest passes through `edit` on its way to the engine. */
+  type Records = Record<string, unknown>[];
+
+  function agentWithManifest(w: HubWorld, edit: (manifest: { policies: Records; keys: Records }) => void): RuntimeAgent {
+    const hubFetch = injectFetch(w.hub);
+    const fetch: FetchLike = async (url, init) => {
+      const response = await hubFetch(url, init);
+      if (!url.endsWith('/manifest')) return response;
+      const manifest = (await response.json()) as { policies: Records; keys: Records };
+      edit(manifest);
+      return new Response(JSON.stringify(manifest), { status: 200 });
+    };
+    return new RuntimeAgent({ ...w.agent.deps, client: new HubClient({ timeoutMs: 2000, fetch }) });
+  }
+
+  it('applies the record defaults to the manifest, so records leaving out optional fields are in sync', async () => {
+    world = await hubWorld();
+    world.hubState.putPolicy(TENANT, { policyCode: 'PII_MIN', algorithm: 'AES-256-GCM', keyAlias: 'pii-gcm' });
+    await world.agent.heartbeat();
+    const agent = agentWithManifest(world, (manifest) => {
+      for (const policy of manifest.policies) {
+        if (policy.policyCode !== 'PII_MIN') continue;
+        // policyName defaults to policyCode, policyVersion to 1, status to ACTIVE.
+        delete policy.policyName;
+        delete policy.policyVersion;
+        delete policy.status;
+      }
+      for (const key of manifest.keys) delete key.status;
+      manifest.policies.find((p) => p.policyCode === 'PII_EMAIL')!.status = 'active';
+    });
+    const check = await agent.syncCheck();
+    expect(check.policies).toEqual({ missing: [], unexpected: [], different: [] });
+    expect(check.keys).toEqual({ missing: [], unexpected: [], different: [] });
+    expect(check.inSync).toBe(true);
+  });
+
+  it('answers 502 when the manifest holds a record the engine would refuse', async () => {
+    world = await hubWorld();
+    await world.agent.heartbeat();
+    const agent = agentWithManifest(world, (manifest) => {
+      const first = manifest.policies[0];
+      if (first) first.algorithm = 'ROT13';
+    });
+    const error = await failure(agent.syncCheck());
+    expect(error.status).toBe(502);
+    expect(error.message).toBe(
+      'hub sent an invalid manifest: manifest.policies[0]: algorithm must be one of AES-256-GCM, AES-256-SIV',
+    );
   });
 
   it('answers 502 when the hub cannot be asked', async () => {

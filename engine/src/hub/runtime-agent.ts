@@ -4,7 +4,14 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { EngineError, errors } from '../core/errors.js';
 import { parseHttpUrl } from '../core/http-url.js';
-import { type MaterialReader, parseKeyRecord, parsePolicyRecord } from '../core/records.js';
+import {
+  type MaterialReader,
+  type PolicyRecord,
+  parseKeyRecord,
+  parsePolicyRecord,
+  RECORD_STATUSES,
+  type RecordStatus,
+} from '../core/records.js';
 import type { CacheManager } from '../store/cache-manager.js';
 import type { Logger } from '../store/logger.js';
 import type { RuntimeIdentity } from '../store/snapshot-store.js';
@@ -15,6 +22,7 @@ import {
   type EngineStatus,
   type HeartbeatResponse,
   keyCheckValue,
+  type ManifestKey,
   type RuntimeManifest,
 } from './protocol.js';
 
@@ -236,6 +244,7 @@ export class RuntimeAgent {
         error instanceof HubError ? error.message : `hub manifest failed: ${(error as Error).message}`,
       );
     }
+    const { policies: hubPolicies, keys: hubKeys } = normalizeManifest(manifest);
     const local = this.deps.manager.cache.current;
     const policyView = (p: {
       policyName: string;
@@ -246,12 +255,12 @@ export class RuntimeAgent {
     }) => `${p.policyName}|${p.policyVersion}|${p.algorithm}|${p.keyAlias}|${p.status}`;
     const policies = compare(
       new Map(local.policies.map((p) => [p.policyCode, policyView(p)])),
-      new Map(manifest.policies.map((p) => [p.policyCode, policyView(p)])),
+      new Map(hubPolicies.map((p) => [p.policyCode, policyView(p)])),
     );
     const keyName = (k: { alias: string; version: number }) => `${k.alias}@${k.version}`;
     const keys = compare(
       new Map(local.keys.map((k) => [keyName(k), `${k.algorithm}|${k.status}|${keyCheckValue(k.material)}`])),
-      new Map(manifest.keys.map((k) => [keyName(k), `${k.algorithm}|${k.status}|${k.kcv}`])),
+      new Map(hubKeys.map((k) => [keyName(k), `${k.algorithm}|${k.status}|${k.kcv}`])),
     );
     const empty = (d: SyncDifferences) => d.missing.length + d.unexpected.length + d.different.length === 0;
     return {
@@ -272,6 +281,30 @@ export class RuntimeAgent {
     const run = this.#chain.then(task, task);
     this.#chain = run.catch(() => undefined);
     return run;
+  }
+}
+
+/**
+ * The manifest's records with the defaults the engine applies when it receives them (policyName =
+ * policyCode, policyVersion 1, status ACTIVE, status in upper case), so a hub that leaves out optional
+ * fields is compared with what a sync of the same records would have produced. A record the engine
+ * would refuse makes the manifest invalid (502), as an invalid heartbeat snapshot does.
+ */
+function normalizeManifest(manifest: RuntimeManifest): { policies: PolicyRecord[]; keys: ManifestKey[] } {
+  try {
+    return {
+      policies: manifest.policies.map((p, i) => parsePolicyRecord(p, `manifest.policies[${i}]`)),
+      keys: manifest.keys.map((k, i) => {
+        // parseKeyRecord needs material, which a manifest never carries: apply its status rule alone.
+        const status = typeof k.status === 'string' ? k.status.toUpperCase() : ((k.status as unknown) ?? 'ACTIVE');
+        if (!(RECORD_STATUSES as readonly unknown[]).includes(status)) {
+          throw errors.invalid(`manifest.keys[${i}]: status must be one of ${RECORD_STATUSES.join(', ')}`);
+        }
+        return { ...k, status: status as RecordStatus };
+      }),
+    };
+  } catch (error) {
+    throw error instanceof EngineError ? errors.hubFailed(`hub sent an invalid manifest: ${error.message}`) : error;
   }
 }
 
