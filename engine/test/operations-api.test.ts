@@ -319,6 +319,25 @@ describe('stats test connection', () => {
     }
   });
 
+  it('refuses a target carrying credentials with 400, never echoing them or calling the target', async () => {
+    w = await operationsWorld();
+    let calls = 0;
+    server = createServer((_req, res) => {
+      calls += 1;
+      res.writeHead(204).end();
+    });
+    await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    for (const userinfo of ['statsuser:s3cr3t-pw@', 'statsuser@', ':s3cr3t-pw@']) {
+      const url = encodeURIComponent(`http://${userinfo}127.0.0.1:${port}/stats`);
+      const response = await call(w, 'GET', `/stats/test-connection?statsTargetUrl=${url}`);
+      expect(response.statusCode, userinfo).toBe(400);
+      expect(response.json()).toEqual({ error: 'statsTargetUrl must not carry credentials' });
+      expect(response.body).not.toMatch(/statsuser|s3cr3t-pw/);
+    }
+    expect(calls).toBe(0);
+  });
+
   it('reports a reachable target with its status, and an unreachable one as not reachable', async () => {
     w = await operationsWorld();
     server = createServer((_req, res) => res.writeHead(204).end());

@@ -1,12 +1,19 @@
 // GET /stats/test-connection?statsTargetUrl=: can this engine reach an http(s) stats target? One GET
 // with a short timeout and no redirects; the answer reports status and latency, never the target's body.
 import type { FastifyPluginAsync } from 'fastify';
+import { errors } from '../../../core/errors.js';
 import { parseHttpUrl } from '../../../core/http-url.js';
 import type { OperationsDeps } from './deps.js';
 import { errorResponses, TestConnection } from './schemas.js';
 
+/**
+ * The target URL, refused when it carries a user name or password: the answer echoes the URL, and
+ * credentials must never be echoed (nor sent to a target only being tested for reachability).
+ */
 function targetOf(query: unknown): URL {
-  return parseHttpUrl((query as Record<string, unknown> | undefined)?.statsTargetUrl, 'statsTargetUrl');
+  const url = parseHttpUrl((query as Record<string, unknown> | undefined)?.statsTargetUrl, 'statsTargetUrl');
+  if (url.username || url.password) throw errors.operationInvalid('statsTargetUrl must not carry credentials');
+  return url;
 }
 
 export const statsTestConnectionRoute: FastifyPluginAsync<OperationsDeps> = async (app, { statsTimeoutMs }) => {
