@@ -351,6 +351,14 @@ describe('stats test connection', () => {
     expect(down.statusCode).toBe(200);
     expect(down.json()).toMatchObject({ success: false, reachable: false, httpStatus: null, error: 'ECONNREFUSED' });
   });
+
+  it("reports a failure without a system error code as 'connection failed'", async () => {
+    w = await operationsWorld();
+    // fetch refuses to call port 1 (on its list of blocked ports) with an error carrying no code.
+    const response = await call(w, 'GET', '/stats/test-connection?statsTargetUrl=http://127.0.0.1:1/');
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toMatchObject({ success: false, reachable: false, httpStatus: null, error: 'connection failed' });
+  });
 });
 
 describe('metrics', () => {
