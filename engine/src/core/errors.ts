@@ -71,6 +71,8 @@ export const errors = {
   decryptionFailed: () => new EngineError('DECRYPTION_FAILED', 'decryption failed'),
   notUtf8: () => new EngineError('NOT_UTF8', 'decrypted data is not valid UTF-8; use the binary frame transport'),
   tooLarge: (detail: string) => new EngineError('PAYLOAD_TOO_LARGE', detail),
+  tooManyItems: (count: number, limit: number) =>
+    new EngineError('PAYLOAD_TOO_LARGE', `batch has ${count} items; the limit is ${limit}`),
   unsupportedMediaType: (type: string) =>
     new EngineError('UNSUPPORTED_MEDIA_TYPE', `unsupported content type: ${type || '(none)'}`),
   notFound: () => new EngineError('NOT_FOUND', 'not found'),

@@ -99,7 +99,7 @@ export class ExecutionService {
 
   checkBatchSize(count: number): void {
     if (count > this.limits.maxBatchItems) {
-      throw errors.tooLarge(`batch has ${count} items; the limit is ${this.limits.maxBatchItems}`);
+      throw errors.tooManyItems(count, this.limits.maxBatchItems);
     }
   }
 

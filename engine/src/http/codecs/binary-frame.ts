@@ -79,7 +79,7 @@ export function decodeRequestFrame(buf: Buffer, expected: 'encrypt' | 'decrypt',
     throw errors.decode(`binary frame operation does not match the ${expected} endpoint`);
   if (r.u16('reserved') !== 0) throw errors.decode('binary frame reserved field must be 0');
   const count = r.u32('item count');
-  if (count > maxItems) throw errors.tooLarge(`batch has ${count} items; the limit is ${maxItems}`);
+  if (count > maxItems) throw errors.tooManyItems(count, maxItems);
   // Every item is at least 4 bytes (decrypt) or 11 bytes (encrypt): reject impossible counts before looping.
   if (count * (expected === 'encrypt' ? 11 : 4) > buf.length - REQUEST_HEADER_LENGTH) {
     throw errors.decode('binary frame item count exceeds the frame');
