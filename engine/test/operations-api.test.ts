@@ -343,8 +343,10 @@ describe('stats test connection', () => {
     server = createServer((_req, res) => res.writeHead(204).end());
     await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
     const port = (server.address() as AddressInfo).port;
-    const up = (await call(w, 'GET', `/stats/test-connection?statsTargetUrl=http://127.0.0.1:${port}/stats`)).json();
+    const target = encodeURIComponent(`http://127.0.0.1:${port}/stats?token=secret-token#frag`);
+    const up = (await call(w, 'GET', `/stats/test-connection?statsTargetUrl=${target}`)).json();
     expect(up).toMatchObject({ success: true, reachable: true, httpStatus: 204, error: null });
+    expect(up.statsTargetUrl).toBe(`http://127.0.0.1:${port}/stats`);
     await new Promise((resolve) => server?.close(resolve));
     server = undefined;
     const down = await call(w, 'GET', `/stats/test-connection?statsTargetUrl=http://127.0.0.1:${port}/stats`);

@@ -23,7 +23,8 @@ export const statsTestConnectionRoute: FastifyPluginAsync<OperationsDeps> = asyn
     async (request) => {
       const target = targetOf(request.query);
       const started = performance.now();
-      const statsTargetUrl = target.toString();
+      // Echoed without its query or fragment: those may carry tokens.
+      const statsTargetUrl = `${target.origin}${target.pathname}`;
       try {
         const response = await fetch(target, {
           method: 'GET',
