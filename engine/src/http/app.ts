@@ -47,8 +47,12 @@ export interface EngineApp {
 }
 
 function createFastify(limits: Limits, logger: FastifyBaseLogger | undefined): FastifyInstance {
+  const verbose = logger !== undefined && ['debug', 'trace'].includes(logger.level);
   const app = Fastify({
     ...(logger ? { loggerInstance: logger } : { logger: false }),
+    // A child logger per request (for its reqId) costs about as much as the encryption; below debug the
+    // request's log is the engine's logger itself.
+    ...(verbose ? {} : { childLoggerFactory: (parent: FastifyBaseLogger) => parent }),
     // Two info lines per request would cost more than the encryption; access lines are logged at debug.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: limits.bodyLimitBytes,
@@ -75,7 +79,7 @@ function createFastify(limits: Limits, logger: FastifyBaseLogger | undefined): F
     }
     parseJson(request, (body as Buffer).toString('utf8'), done);
   });
-  if (logger && ['debug', 'trace'].includes(logger.level)) {
+  if (verbose) {
     app.addHook('onResponse', (request, reply, done) => {
       request.log.debug({ req: request, statusCode: reply.statusCode, ms: reply.elapsedTime }, 'request completed');
       done();
