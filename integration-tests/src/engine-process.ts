@@ -2,12 +2,11 @@
 // `npm run build`), on a free port with its own data directory, waits for GET /api/health to answer 200,
 // and stops it. Tests either pass a bootstrap document (known keys, so ciphertexts survive a restart)
 // or use dev mode (the demo policies DEMO_RANDOM and DEMO_DETERMINISTIC with fresh keys).
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { nodeProcess } from './node-process.js';
 import { freePort, REPO_ROOT } from './postgres-harness.js';
 
 export interface EngineOptions {
@@ -39,9 +38,6 @@ export interface RunningEngine {
 export const ENGINE_MAIN = join(REPO_ROOT, 'engine', 'dist', 'main.js');
 
 export async function startEngine(options: EngineOptions = {}): Promise<RunningEngine> {
-  if (!existsSync(ENGINE_MAIN)) {
-    throw new Error(`${ENGINE_MAIN} does not exist: run \`npm run build\` first`);
-  }
   const dataDir = await mkdtemp(join(tmpdir(), 'svc-engine-'));
   const port = options.port ?? (await freePort());
   const env: Record<string, string> = {
@@ -64,41 +60,16 @@ export async function startEngine(options: EngineOptions = {}): Promise<RunningE
   Object.assign(env, options.env);
 
   const url = `http://127.0.0.1:${port}`;
-  let child: ChildProcess | undefined;
-  let output = '';
-
-  const start = async (): Promise<void> => {
-    const proc = spawn(process.execPath, [ENGINE_MAIN], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    child = proc;
-    proc.stdout?.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    proc.stderr?.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    await waitForHealth(url, proc, options.startTimeoutMs ?? 30_000, () => output);
-  };
-
-  const stop = async (): Promise<void> => {
-    const proc = child;
-    child = undefined;
-    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
-    await new Promise<void>((done) => {
-      const killer = setTimeout(() => proc.kill('SIGKILL'), 5000);
-      proc.once('exit', () => {
-        clearTimeout(killer);
-        done();
-      });
-      proc.kill('SIGTERM');
-    });
-  };
+  const proc = nodeProcess({ name: 'engine', main: ENGINE_MAIN, env, healthUrl: `${url}/api/health`, startTimeoutMs: options.startTimeoutMs ?? 30_000 });
+  const start = proc.start;
+  const stop = () => proc.kill('SIGTERM', 5000);
 
   await start();
   return {
     url,
     port,
     dataDir,
-    output: () => output,
+    output: proc.output,
     stop,
     restart: async () => {
       await stop();
@@ -109,24 +80,4 @@ export async function startEngine(options: EngineOptions = {}): Promise<RunningE
       await rm(dataDir, { recursive: true, force: true });
     },
   };
-}
-
-async function waitForHealth(url: string, proc: ChildProcess, timeoutMs: number, output: () => string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let exited = false;
-  proc.once('exit', () => {
-    exited = true;
-  });
-  while (Date.now() < deadline) {
-    if (exited) throw new Error(`the engine exited before it was healthy:\n${output()}`);
-    try {
-      const res = await fetch(`${url}/api/health`, { signal: AbortSignal.timeout(1000) });
-      if (res.status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  proc.kill('SIGKILL');
-  throw new Error(`the engine did not answer GET /api/health with 200 within ${timeoutMs} ms:\n${output()}`);
 }

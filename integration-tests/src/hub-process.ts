@@ -1,11 +1,10 @@
 // The reference hub (engine/dist/reference-hub/main.js) as a real process for the fault tests, with
 // its state in a file so it can be stopped and started again on the same port, and a small client
 // for its admin API (tenants, policies, keys, rotation, registering and pushing to an engine).
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { nodeProcess } from './node-process.js';
 import { freePort, REPO_ROOT } from './postgres-harness.js';
 
 export const HUB_MAIN = join(REPO_ROOT, 'engine', 'dist', 'reference-hub', 'main.js');
@@ -25,7 +24,6 @@ export interface RunningHub {
 }
 
 export async function startHub(): Promise<RunningHub> {
-  if (!existsSync(HUB_MAIN)) throw new Error(`${HUB_MAIN} does not exist: run \`npm run build\` first`);
   const dir = await mkdtemp(join(tmpdir(), 'svc-hub-'));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -37,37 +35,10 @@ export async function startHub(): Promise<RunningHub> {
     SVC_HUB_PUBLIC_URL: url,
     SVC_LOG_LEVEL: 'warn',
   };
-  let child: ChildProcess | undefined;
-  let output = '';
-
-  const start = async (): Promise<void> => {
-    const proc = spawn(process.execPath, [HUB_MAIN], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    child = proc;
-    proc.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    proc.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const deadline = Date.now() + 20_000;
-    while (Date.now() < deadline) {
-      if (proc.exitCode !== null) throw new Error(`the hub exited during start-up:\n${output}`);
-      const healthy = await fetch(`${url}/hub/health`, { signal: AbortSignal.timeout(1000) }).then(
-        (r) => r.ok,
-        () => false,
-      );
-      if (healthy) return;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    proc.kill('SIGKILL');
-    throw new Error(`the hub did not become healthy:\n${output}`);
-  };
-
-  const stop = async (): Promise<void> => {
-    const proc = child;
-    child = undefined;
-    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
-    await new Promise<void>((done) => {
-      proc.once('exit', () => done());
-      proc.kill('SIGTERM');
-    });
-  };
+  const proc = nodeProcess({ name: 'hub', main: HUB_MAIN, env, healthUrl: `${url}/hub/health`, startTimeoutMs: 20_000 });
+  const start = proc.start;
+  // SIGTERM and no forced kill: the hub writes its state file on the way out.
+  const stop = () => proc.kill('SIGTERM');
 
   const admin = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
     const response = await fetch(`${url}/hub/admin${path}`, {
@@ -84,7 +55,7 @@ export async function startHub(): Promise<RunningHub> {
   return {
     url,
     port,
-    output: () => output,
+    output: proc.output,
     start,
     stop,
     dispose: async () => {
