@@ -1,6 +1,6 @@
 // The engine's configuration: one typed object parsed from the environment and the command line.
 // Every setting has a safe default; an invalid value stops start-up with a message naming it.
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 
 export interface Limits {
   /** Largest JSON or binary-frame request body, in bytes. */
@@ -31,6 +31,21 @@ export interface EngineConfig {
   readonly hub: HubConfig;
   /** A separate listener for the operations API and /metrics; absent: they share the main listener. */
   readonly operationsListener?: { readonly host: string; readonly port: number };
+  readonly audit: AuditConfig;
+}
+
+/** The audit trail (docs/audit.md). */
+export interface AuditConfig {
+  /** JSON-lines file (SVC_AUDIT_FILE); default <dataDir>/audit.log; absent when set to `off`. */
+  readonly file?: string;
+  /** Also write events to stdout (SVC_AUDIT_STDOUT). */
+  readonly stdout: boolean;
+  /** Refuse calls with 503 while no sink can be written (SVC_AUDIT_FAIL_CLOSED). */
+  readonly failClosed: boolean;
+  /** Buffered events are written at least this often, in ms (SVC_AUDIT_FLUSH_INTERVAL_MS). */
+  readonly flushIntervalMs: number;
+  /** The file is fsynced at least this often, in ms (SVC_AUDIT_FSYNC_INTERVAL_MS). */
+  readonly fsyncIntervalMs: number;
 }
 
 export interface StoreConfig {
@@ -113,6 +128,24 @@ function operationsListener(env: Env): EngineConfig['operationsListener'] {
   return { host: env.SVC_OPS_HOST || '127.0.0.1', port };
 }
 
+function auditConfig(env: Env, dataDir: string): AuditConfig {
+  const raw = env.SVC_AUDIT_FILE;
+  // On by default: every call is recorded unless an operator turns it off explicitly.
+  const file = raw === 'off' ? undefined : resolve(raw ? raw : join(dataDir, 'audit.log'));
+  const stdout = flag(env, 'SVC_AUDIT_STDOUT');
+  const failClosed = flag(env, 'SVC_AUDIT_FAIL_CLOSED');
+  if (failClosed && file === undefined && !stdout) {
+    throw new ConfigError('SVC_AUDIT_FAIL_CLOSED=true needs an audit sink (SVC_AUDIT_FILE or SVC_AUDIT_STDOUT)');
+  }
+  return {
+    file,
+    stdout,
+    failClosed,
+    flushIntervalMs: integer(env, 'SVC_AUDIT_FLUSH_INTERVAL_MS', 200),
+    fsyncIntervalMs: integer(env, 'SVC_AUDIT_FSYNC_INTERVAL_MS', 1000),
+  };
+}
+
 export function loadConfig(env: Env = process.env, argv: readonly string[] = process.argv.slice(2)): EngineConfig {
   for (const arg of argv) {
     if (arg !== '--dev')
@@ -163,5 +196,6 @@ export function loadConfig(env: Env = process.env, argv: readonly string[] = pro
     },
     // Keeps the operations API off the application network (docs/operations.md).
     operationsListener: operationsListener(env),
+    audit: auditConfig(env, resolve(env.SVC_DATA_DIR || 'data')),
   };
 }

@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
+import { openAuditTrail } from './audit/open-audit.js';
 import { ConfigError, type EngineConfig, loadConfig } from './config.js';
 import { ExecutionService } from './core/execution-service.js';
 import { RuntimeCache } from './core/runtime-cache.js';
@@ -107,7 +108,9 @@ async function main(): Promise<void> {
     engineVersion: version,
   });
   const separate = config.operationsListener;
-  const execution = new ExecutionService(cache, config.limits);
+  // Every execution and operations call is recorded (docs/audit.md).
+  const audit = openAuditTrail(config.audit, masterKey.key, log);
+  const execution = new ExecutionService(cache, config.limits, audit);
   const apps: EngineApp[] = [];
   const mainApp = await buildApp({
     execution,
@@ -126,7 +129,7 @@ async function main(): Promise<void> {
   apps.push(mainApp);
   const address = await mainApp.app.listen({ host: config.host, port: config.port });
   if (separate) {
-    const ops = await buildOperationsApp({ operations, metrics, limits: config.limits, logger: log });
+    const ops = await buildOperationsApp({ operations, metrics, limits: config.limits, logger: log, audit });
     apps.push(ops);
     const opsAddress = await ops.app.listen({ host: separate.host, port: separate.port });
     log.info({ address: opsAddress }, 'operations API listening');
@@ -148,6 +151,7 @@ async function main(): Promise<void> {
     log.info({ signal, graceMs: config.shutdownGraceMs }, 'shutting down: draining in-flight requests');
     Promise.all(apps.map((a) => a.lifecycle.shutdown(config.shutdownGraceMs)))
       .then(() => loop.stop())
+      .then(() => audit.close())
       .then(() => manager.close())
       .then(
         () => {

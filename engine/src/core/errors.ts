@@ -34,6 +34,11 @@ const CATALOGUE = {
   SYNC_INVALID: { status: 400, shape: 'plain' },
   HUB_FAILED: { status: 502, shape: 'result' },
   STORE_UNAVAILABLE: { status: 503, shape: 'result' },
+  // Rotation and audit (docs/rotation.md, docs/audit.md).
+  REWRAP_DATA_ONLY: { status: 400, shape: 'result' },
+  NOT_DETERMINISTIC: { status: 400, shape: 'result' },
+  TOO_MANY_KEY_VERSIONS: { status: 409, shape: 'result' },
+  AUDIT_UNAVAILABLE: { status: 503, shape: 'result' },
 } as const satisfies Record<string, { status: number; shape: ErrorShape }>;
 
 export type ErrorCode = keyof typeof CATALOGUE;
@@ -97,4 +102,14 @@ export const errors = {
   syncInvalid: (detail: string) => new EngineError('SYNC_INVALID', detail),
   hubFailed: (detail: string) => new EngineError('HUB_FAILED', detail),
   storeUnavailable: (detail: string) => new EngineError('STORE_UNAVAILABLE', `snapshot store unavailable: ${detail}`),
+  rewrapDataOnly: () => new EngineError('REWRAP_DATA_ONLY', 'rewrap request accepts data only'),
+  notDeterministic: (code: string) =>
+    new EngineError('NOT_DETERMINISTIC', `equality terms need a deterministic policy: ${code}`),
+  tooManyKeyVersions: (code: string, count: number, limit: number) =>
+    new EngineError(
+      'TOO_MANY_KEY_VERSIONS',
+      `policy ${code} has ${count} key versions that can decrypt; equality terms cover at most ${limit}: rewrap old data and retire old versions`,
+    ),
+  auditUnavailable: () =>
+    new EngineError('AUDIT_UNAVAILABLE', 'audit trail unavailable: requests are refused until it can be written'),
 };

@@ -1,9 +1,12 @@
 // The execution service: the one place where requests become ciphertexts and back. Every transport
 // (JSON single and batch, NDJSON stream, binary frame) calls these methods and only adapts formats.
 
-import { ALGORITHM_IDS, GCM_NONCE_LENGTH, TAG_LENGTH } from './aead.js';
+import { type Algorithm, ALGORITHM_IDS, GCM_NONCE_LENGTH, TAG_LENGTH } from './aead.js';
+import type { AuditContext, AuditOperation, AuditTrail } from './audit.js';
 import {
+  associatedData,
   ENVELOPE_PREFIX,
+  encodeHeader,
   envelopePolicyCode,
   formatEnvelope,
   HEADER_LENGTH,
@@ -11,6 +14,7 @@ import {
   parseEnvelope,
 } from './ciphertext-envelope.js';
 import { EngineError, errors } from './errors.js';
+import { decryptableVersions, mayDecrypt } from './key-rules.js';
 import {
   checkPolicyRef,
   describeRef,
@@ -18,6 +22,7 @@ import {
   type PolicyRef,
   parseDecryptRequest,
   parseEncryptRequest,
+  parseRewrapRequest,
 } from './request-validation.js';
 import type { RuntimeCache } from './runtime-cache.js';
 import type { RuntimeSnapshot } from './runtime-snapshot.js';
@@ -33,6 +38,10 @@ export interface ItemSuccess {
   readonly ok: true;
   readonly policyCode: string;
   readonly data: string;
+  /** The key version used (encrypt, decrypt) or written (rewrap); reported to the audit trail. */
+  readonly keyVersion?: number;
+  /** Rewrap only: the key version the submitted ciphertext was under. */
+  readonly fromKeyVersion?: number;
 }
 
 export interface ItemFailure {
@@ -54,7 +63,20 @@ export interface RawBytesItem {
 export interface DecryptedBytes {
   readonly policyCode: string;
   readonly plaintext: Buffer;
+  readonly keyVersion?: number;
 }
+
+/** One ciphertext per key version that can still decrypt, newest first (docs/rotation.md). */
+export interface EqualityTerms {
+  readonly policyCode: string;
+  readonly terms: string[];
+  readonly keyVersions: number[];
+}
+
+/** Most key versions equality terms cover: each is one more value in `col = ANY(...)`. */
+export const MAX_EQUALITY_TERMS = 16;
+
+const DETERMINISTIC: ReadonlySet<Algorithm> = new Set<Algorithm>(['AES-256-SIV']);
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
@@ -88,6 +110,8 @@ export class ExecutionService {
   constructor(
     readonly cache: RuntimeCache,
     readonly limits: ExecutionLimits,
+    /** Where transports record their calls (docs/audit.md); absent: nothing is audited. */
+    readonly audit?: AuditTrail,
   ) {}
 
   /** The current snapshot, or the 503 the contract prescribes when nothing is loaded. */
@@ -126,7 +150,12 @@ export class ExecutionService {
     header.copy(body, 0);
     const end = key.aead.sealInto(plaintext, aad, body, HEADER_LENGTH);
     key.usage.encryptions++;
-    return { ok: true, policyCode: policy.policyCode, data: formatEnvelope(policy.policyCode, body.subarray(0, end)) };
+    return {
+      ok: true,
+      policyCode: policy.policyCode,
+      data: formatEnvelope(policy.policyCode, body.subarray(0, end)),
+      keyVersion: key.version,
+    };
   }
 
   /** Decrypts an envelope to bytes, resolving the policy and key version it names. */
@@ -139,19 +168,19 @@ export class ExecutionService {
     if (!policy) throw errors.policyNotFound(envelope.policyCode);
     if (policy.status === 'DISABLED') throw errors.policyNotUsable(policy.policyCode, 'is disabled');
     const key = snapshot.key(policy.keyAlias, envelope.keyVersion);
-    if (!key || key.status === 'DISABLED') throw errors.keyNotFound(policy.keyAlias, envelope.keyVersion);
+    if (!mayDecrypt(snapshot, key)) throw errors.keyNotFound(policy.keyAlias, envelope.keyVersion);
     if (ALGORITHM_IDS[key.aead.algorithm] !== envelope.algorithmId) throw errors.decryptionFailed();
     const plaintext = key.aead.open(envelope.sealed, envelope.aad);
     if (!plaintext) throw errors.decryptionFailed();
     key.usage.decryptions++;
-    return { policyCode: policy.policyCode, plaintext };
+    return { policyCode: policy.policyCode, plaintext, keyVersion: key.version };
   }
 
   /** Decrypts an envelope whose plaintext must be text (the JSON transports). */
   decryptText(snapshot: RuntimeSnapshot, ciphertext: string): ItemSuccess {
-    const { policyCode, plaintext } = this.decryptData(snapshot, ciphertext);
+    const { policyCode, plaintext, keyVersion } = this.decryptData(snapshot, ciphertext);
     try {
-      return { ok: true, policyCode, data: utf8.decode(plaintext) };
+      return { ok: true, policyCode, data: utf8.decode(plaintext), keyVersion };
     } catch {
       throw errors.notUtf8();
     }
@@ -225,5 +254,101 @@ export class ExecutionService {
         return toFailure(error, envelopePolicyCode(ciphertext));
       }
     });
+  }
+
+  /**
+   * Moves a ciphertext to the newest ACTIVE key version of its own policy's key; the plaintext stays
+   * in this function. A ciphertext already under that version comes back unchanged, but only after it
+   * decrypted (so a tampered one is refused, as on decrypt).
+   */
+  rewrapData(snapshot: RuntimeSnapshot, ciphertext: string): ItemSuccess {
+    const { policyCode, plaintext, keyVersion } = this.decryptData(snapshot, ciphertext);
+    try {
+      const policy = snapshot.policyByCode(policyCode);
+      if (!policy) throw errors.policyNotFound(policyCode);
+      const context = snapshot.encryptContext(policy);
+      if (context instanceof EngineError) throw context;
+      if (context.key.version === keyVersion) {
+        return { ok: true, policyCode, data: ciphertext, keyVersion, fromKeyVersion: keyVersion };
+      }
+      const out = this.encryptData(snapshot, { policyCode }, plaintext);
+      return { ...out, fromKeyVersion: keyVersion };
+    } finally {
+      plaintext.fill(0);
+    }
+  }
+
+  rewrapOne(body: unknown): ItemSuccess {
+    return this.rewrapData(this.snapshot(), parseRewrapRequest(body));
+  }
+
+  /** Items shaped like decrypt items (`{data}`); one outcome per item, in order. */
+  rewrapMany(items: readonly unknown[]): ItemOutcome[] {
+    this.checkBatchSize(items.length);
+    const snapshot = this.snapshot();
+    const out = new Array<ItemOutcome>(items.length);
+    for (let i = 0; i < items.length; i++) {
+      try {
+        out[i] = this.rewrapData(snapshot, parseRewrapRequest(items[i]));
+      } catch (error) {
+        out[i] = toFailure(error, envelopePolicyCode((items[i] as { data?: unknown } | null)?.data));
+      }
+    }
+    return out;
+  }
+
+  /** Binary frame rewrap items: bare ciphertexts (no fields to refuse). */
+  rewrapCiphertexts(ciphertexts: readonly string[]): ItemOutcome[] {
+    this.checkBatchSize(ciphertexts.length);
+    const snapshot = this.snapshot();
+    return ciphertexts.map((ciphertext) => {
+      try {
+        return this.rewrapData(snapshot, ciphertext);
+      } catch (error) {
+        return toFailure(error, envelopePolicyCode(ciphertext));
+      }
+    });
+  }
+
+  /**
+   * The ciphertexts of one value under every key version of a deterministic policy's key that can
+   * still decrypt, newest first: what `col = ANY(...)` needs to find rows written before a rotation.
+   * Needs the right to encrypt under the policy (its newest term is an ordinary encryption).
+   */
+  equalityTerms(ref: PolicyRef, value: string): EqualityTerms {
+    const snapshot = this.snapshot();
+    const policy =
+      'policyCode' in ref ? snapshot.policyByCode(ref.policyCode) : snapshot.policyByName(ref.policyName, ref.policyVersion);
+    if (!policy) throw errors.policyNotFound(describeRef(ref));
+    if (!DETERMINISTIC.has(policy.algorithm)) throw errors.notDeterministic(policy.policyCode);
+    const newest = this.encryptData(snapshot, { policyCode: policy.policyCode }, value);
+    const older = decryptableVersions(snapshot, policy.keyAlias).filter(
+      (k) => k.version !== newest.keyVersion && k.aead.algorithm === policy.algorithm,
+    );
+    if (older.length + 1 > MAX_EQUALITY_TERMS) {
+      throw errors.tooManyKeyVersions(policy.policyCode, older.length + 1, MAX_EQUALITY_TERMS);
+    }
+    const plaintext = Buffer.from(value, 'utf8');
+    const terms = [newest.data];
+    const keyVersions = [newest.keyVersion ?? 0];
+    for (const key of older) {
+      const header = encodeHeader(ALGORITHM_IDS[policy.algorithm], key.version);
+      const body = Buffer.alloc(HEADER_LENGTH + plaintext.length + key.aead.overhead);
+      header.copy(body, 0);
+      const end = key.aead.sealInto(plaintext, associatedData(policy.policyCode, header), body, HEADER_LENGTH);
+      key.usage.encryptions++;
+      terms.push(formatEnvelope(policy.policyCode, body.subarray(0, end)));
+      keyVersions.push(key.version);
+    }
+    plaintext.fill(0);
+    return { policyCode: policy.policyCode, terms, keyVersions };
+  }
+
+  /**
+   * Runs one call of a transport that has no hook of its own (the PostgreSQL wire endpoint) and
+   * records one audit event for it; without an audit trail it only runs the call.
+   */
+  audited<T extends ItemOutcome | ItemOutcome[]>(context: AuditContext, operation: AuditOperation, run: () => T): T {
+    return this.audit ? this.audit.run(context, operation, run) : run();
   }
 }

@@ -13,6 +13,8 @@ export interface EncryptRequest<D extends string | Uint8Array = string> {
 }
 
 const DECRYPT_FORBIDDEN = ['encryptedData', 'policyCode', 'policyName', 'policyVersion'] as const;
+/** A rewrap keeps the ciphertext's own policy: naming one is refused, never silently ignored. */
+const REWRAP_FORBIDDEN = DECRYPT_FORBIDDEN;
 
 function asObject(body: unknown): Record<string, unknown> {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
@@ -64,6 +66,16 @@ export function parseDecryptRequest(body: unknown): string {
   const raw = asObject(body);
   for (const field of DECRYPT_FORBIDDEN) {
     if (raw[field] !== undefined) throw errors.decryptDataOnly();
+  }
+  if (typeof raw.data !== 'string') throw errors.invalid('data must be a string');
+  return raw.data;
+}
+
+/** Returns the ciphertext of a rewrap request body (same shape as decrypt: data only). */
+export function parseRewrapRequest(body: unknown): string {
+  const raw = asObject(body);
+  for (const field of REWRAP_FORBIDDEN) {
+    if (raw[field] !== undefined) throw errors.rewrapDataOnly();
   }
   if (typeof raw.data !== 'string') throw errors.invalid('data must be a string');
   return raw.data;

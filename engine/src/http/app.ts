@@ -8,6 +8,8 @@ import { errors } from '../core/errors.js';
 import type { ExecutionService } from '../core/execution-service.js';
 import { BINARY_FRAME_TYPE } from './codecs/binary-frame.js';
 import { NDJSON_TYPE } from './codecs/ndjson.js';
+import type { AuditTrail } from '../core/audit.js';
+import { installAuditHooks } from './audit-hook.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandler } from './error-handler.js';
 import { installLifecycle, type Lifecycle } from './lifecycle.js';
 import { type EngineMetrics, metricsRoute, requestMetrics } from './metrics.js';
@@ -36,6 +38,8 @@ export interface AppDeps {
 
 export interface OperationsAppDeps {
   readonly operations: OperationsDeps;
+  /** Records every operations call (docs/audit.md). */
+  readonly audit?: AuditTrail;
   readonly metrics?: EngineMetrics;
   readonly limits: Limits;
   readonly logger?: FastifyBaseLogger;
@@ -94,6 +98,7 @@ export async function buildApp(deps: AppDeps): Promise<EngineApp> {
   installErrorHandler(app, limits.bodyLimitBytes);
   installMethodGuard(app);
   const lifecycle = installLifecycle(app);
+  if (deps.execution.audit) installAuditHooks(app, deps.execution.audit);
   if (deps.metrics) await app.register(requestMetrics, { metrics: deps.metrics });
 
   // The stream routes read the request body themselves, line by line; no limit applies to its total.
@@ -134,6 +139,7 @@ export async function buildOperationsApp(deps: OperationsAppDeps): Promise<Engin
   installErrorHandler(app, deps.limits.bodyLimitBytes);
   installMethodGuard(app);
   const lifecycle = installLifecycle(app);
+  if (deps.audit) installAuditHooks(app, deps.audit);
   if (deps.metrics) await app.register(requestMetrics, { metrics: deps.metrics });
   await app.register(operationsRoutes, deps.operations);
   if (deps.metrics) await app.register(metricsRoute, { metrics: deps.metrics });

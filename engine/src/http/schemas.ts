@@ -23,7 +23,7 @@ export const SingleResponse = Type.Object({
   policyCode: Type.String(),
 });
 
-export function batchBody(item: typeof EncryptBody | typeof DecryptBody) {
+export function batchBody(item: typeof EncryptBody | typeof DecryptBody | typeof RewrapBody) {
   return Type.Object({
     items: Type.Optional(Type.Array(item, { description: 'The standard field' })),
     requests: Type.Optional(Type.Array(item, { description: 'Accepted for backward compatibility' })),
@@ -53,3 +53,13 @@ export const BatchResponse = Type.Object({
 export const errorResponses = Object.fromEntries(
   [400, 404, 405, 409, 413, 415, 422, 503].map((status) => [status, ErrorBody]),
 ) as Record<400 | 404 | 405 | 409 | 413 | 415 | 422 | 503, typeof ErrorBody>;
+
+export const RewrapBody = Type.Object({
+  data: Type.String({ description: 'Ciphertext `hub:<policy_code>:<rest>`; no policy field (the ciphertext keeps its policy)' }),
+});
+
+export const EqualityTermsResponse = Type.Object({
+  success: Type.Boolean(),
+  terms: Type.Array(Type.String(), { description: 'One ciphertext per key version that can decrypt, newest first' }),
+  policyCode: Type.String(),
+});

@@ -15,9 +15,20 @@ export const RESPONSE_HEADER_LENGTH = 24;
 export const Operation = {
   encrypt: 0x01,
   decrypt: 0x02,
+  /** Ciphertext items in (as decrypt), ciphertexts under the newest key version out (as encrypt). */
+  rewrap: 0x03,
   encryptResult: 0x81,
   decryptResult: 0x82,
+  rewrapResult: 0x83,
 } as const;
+
+export type FrameOperation = 'encrypt' | 'decrypt' | 'rewrap';
+
+const RESULT_OPERATION: Record<FrameOperation, number> = {
+  encrypt: Operation.encryptResult,
+  decrypt: Operation.decryptResult,
+  rewrap: Operation.rewrapResult,
+};
 
 export const RefKind = { policyCode: 0x01, policyName: 0x02 } as const;
 export const ITEM_SUCCESS = 1000;
@@ -25,7 +36,7 @@ export const ITEM_FAILURE = 2000;
 
 export type DecodedFrame =
   | { readonly operation: 'encrypt'; readonly items: RawBytesItem[] }
-  | { readonly operation: 'decrypt'; readonly items: string[] };
+  | { readonly operation: 'decrypt' | 'rewrap'; readonly items: string[] };
 
 /** One result item: data on success, or the failure (its message and the status a single request would get). */
 export type FrameResult =
@@ -69,7 +80,7 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
  * Decodes a request frame for the given endpoint. `maxItems` is checked before anything is allocated
  * for the items, so a forged count cannot make the engine allocate.
  */
-export function decodeRequestFrame(buf: Buffer, expected: 'encrypt' | 'decrypt', maxItems: number): DecodedFrame {
+export function decodeRequestFrame(buf: Buffer, expected: FrameOperation, maxItems: number): DecodedFrame {
   const r = new Reader(buf);
   if (!r.bytes(4, 'magic').equals(MAGIC)) throw errors.decode('not a binary frame (bad magic)');
   const version = r.u8('version');
@@ -84,11 +95,11 @@ export function decodeRequestFrame(buf: Buffer, expected: 'encrypt' | 'decrypt',
   if (count * (expected === 'encrypt' ? 11 : 4) > buf.length - REQUEST_HEADER_LENGTH) {
     throw errors.decode('binary frame item count exceeds the frame');
   }
-  if (expected === 'decrypt') {
+  if (expected !== 'encrypt') {
     const items: string[] = [];
     for (let i = 0; i < count; i++) items.push(r.bytes(r.u32(`item ${i} length`), `item ${i} data`).toString('latin1'));
     finish(r);
-    return { operation: 'decrypt', items };
+    return { operation: expected, items };
   }
   const items: RawBytesItem[] = [];
   let lastRefBytes: Buffer = Buffer.alloc(0);
@@ -131,7 +142,7 @@ export interface FrameTotals {
 }
 
 export function encodeResponseFrame(
-  operation: 'encrypt' | 'decrypt',
+  operation: FrameOperation,
   results: readonly FrameResult[],
   totals: FrameTotals,
 ): Buffer {
@@ -144,7 +155,7 @@ export function encodeResponseFrame(
   const out = Buffer.allocUnsafe(size);
   MAGIC.copy(out, 0);
   out.writeUInt8(FRAME_VERSION, 4);
-  out.writeUInt8(operation === 'encrypt' ? Operation.encryptResult : Operation.decryptResult, 5);
+  out.writeUInt8(RESULT_OPERATION[operation], 5);
   out.writeUInt16BE(0, 6);
   out.writeUInt32BE(results.length, 8);
   out.writeUInt32BE(totals.totalSuccess, 12);
@@ -171,7 +182,7 @@ export function encodeResponseFrame(
 
 /** Client-side helpers (used by tests, benchmarks and any TypeScript client). */
 export function encodeRequestFrame(
-  operation: 'encrypt' | 'decrypt',
+  operation: FrameOperation,
   items: readonly { policyCode?: string; policyName?: string; policyVersion?: number; data: Uint8Array | string }[],
 ): Buffer {
   const chunks: Buffer[] = [];

@@ -12,11 +12,16 @@ import {
 import { accepts, mediaType } from '../content-type.js';
 import { BatchResponse, batchBody, DecryptBody, EncryptBody, errorResponses } from '../schemas.js';
 
-type Operation = 'encrypt' | 'decrypt';
+export type BatchOperation = 'encrypt' | 'decrypt' | 'rewrap';
+type Operation = BatchOperation;
 
-const SUCCESS_MESSAGE: Record<Operation, string> = { encrypt: 'encrypt succeeded', decrypt: 'decrypt succeeded' };
+const SUCCESS_MESSAGE: Record<Operation, string> = {
+  encrypt: 'encrypt succeeded',
+  decrypt: 'decrypt succeeded',
+  rewrap: 'rewrap succeeded',
+};
 
-function batchItems(body: unknown): unknown[] {
+export function batchItems(body: unknown): unknown[] {
   const raw =
     typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>) : {};
   const items = raw.items ?? raw.requests;
@@ -29,12 +34,12 @@ function originalData(item: unknown): string | undefined {
   return typeof data === 'string' ? data : undefined;
 }
 
-function elapsedMs(start: bigint): number {
+export function elapsedMs(start: bigint): number {
   return Number((process.hrtime.bigint() - start) / 1_000_000n);
 }
 
-function jsonBatch(operation: Operation, items: unknown[], outcomes: ItemOutcome[], start: bigint) {
-  const dataField = operation === 'encrypt' ? 'encryptedData' : 'decryptedData';
+export function jsonBatch(operation: Operation, items: unknown[], outcomes: ItemOutcome[], start: bigint) {
+  const dataField = operation === 'decrypt' ? 'decryptedData' : 'encryptedData';
   let totalSuccess = 0;
   const results = outcomes.map((outcome, i) => {
     if (outcome.ok) {
@@ -68,14 +73,25 @@ function jsonBatch(operation: Operation, items: unknown[], outcomes: ItemOutcome
   };
 }
 
-function frameBatch(execution: ExecutionService, operation: Operation, body: Buffer, start: bigint): Buffer {
+export function frameBatch(
+  execution: ExecutionService,
+  operation: Operation,
+  body: Buffer,
+  start: bigint,
+  request: FastifyRequest,
+): Buffer {
   const frame = decodeRequestFrame(body, operation, execution.limits.maxBatchItems);
-  const results: FrameResult[] =
-    frame.operation === 'encrypt'
-      ? execution.encryptBytesMany(frame.items)
-      : execution
-        .decryptBytesMany(frame.items)
-        .map((r) => ('plaintext' in r ? { ok: true, policyCode: r.policyCode, data: r.plaintext } : r));
+  let results: FrameResult[];
+  if (frame.operation === 'decrypt') {
+    const decrypted = execution.decryptBytesMany(frame.items);
+    request.auditSummary?.addAll(decrypted.map((r) => ('plaintext' in r ? { ok: true, ...r } : r)));
+    results = decrypted.map((r) => ('plaintext' in r ? { ok: true, policyCode: r.policyCode, data: r.plaintext } : r));
+  } else {
+    const outcomes =
+      frame.operation === 'encrypt' ? execution.encryptBytesMany(frame.items) : execution.rewrapCiphertexts(frame.items);
+    request.auditSummary?.addAll(outcomes);
+    results = outcomes;
+  }
   const totalSuccess = results.filter((r) => r.ok).length;
   return encodeResponseFrame(operation, results, {
     totalSuccess,
@@ -92,11 +108,12 @@ export const batchRoutes: FastifyPluginAsync<{ execution: ExecutionService }> = 
       const start = process.hrtime.bigint();
       reply.header('x-svc-transport-mode', 'json');
       if (mediaType(request) === BINARY_FRAME_TYPE) {
-        const out = frameBatch(execution, operation, request.body as Buffer, start);
+        const out = frameBatch(execution, operation, request.body as Buffer, start, request);
         return reply.header('x-svc-transport-mode', 'binary-frame').type(BINARY_FRAME_TYPE).send(out);
       }
       const items = batchItems(request.body);
       const outcomes = operation === 'encrypt' ? execution.encryptMany(items) : execution.decryptMany(items);
+      request.auditSummary?.addAll(outcomes);
       return reply.send(jsonBatch(operation, items, outcomes, start));
     };
     app.post(

@@ -9,12 +9,16 @@ export const singleRoutes: FastifyPluginAsync<{ execution: ExecutionService }> =
   const response = { 200: SingleResponse, ...errorResponses };
 
   app.post('/api/encrypt', { onRequest: json, schema: { body: EncryptBody, response } }, (request) => {
-    const { policyCode, data } = execution.encryptOne(request.body);
+    const result = execution.encryptOne(request.body);
+    request.auditSummary?.add(result);
+    const { policyCode, data } = result;
     return { success: true, data, policyCode };
   });
 
   app.post('/api/decrypt', { onRequest: json, schema: { body: DecryptBody, response } }, (request) => {
-    const { policyCode, data } = execution.decryptOne(request.body);
+    const result = execution.decryptOne(request.body);
+    request.auditSummary?.add(result);
+    const { policyCode, data } = result;
     return { success: true, data, policyCode };
   });
 };

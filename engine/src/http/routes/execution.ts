@@ -1,7 +1,10 @@
-// The execution API under one prefix ('' or the '/engine' context path): health, single, batch, stream.
+// The execution API under one prefix ('' or the '/engine' context path): health, single, batch, stream,
+// rewrap and equality terms.
 import type { FastifyPluginAsync } from 'fastify';
 import type { ExecutionService } from '../../core/execution-service.js';
 import { batchRoutes } from './execution-batch.js';
+import { equalityRoutes } from './execution-equality.js';
+import { rewrapRoutes } from './execution-rewrap.js';
 import { singleRoutes } from './execution-single.js';
 import { streamRoutes } from './execution-stream.js';
 import { type HealthOptions, healthRoutes } from './health.js';
@@ -20,4 +23,6 @@ export const executionRoutes: FastifyPluginAsync<ExecutionRoutesOptions> = async
   await app.register(singleRoutes, { execution: opts.execution });
   await app.register(batchRoutes, { execution: opts.execution });
   await app.register(streamRoutes, { execution: opts.execution, maxLineBytes: opts.maxLineBytes });
+  await app.register(rewrapRoutes, { execution: opts.execution, maxLineBytes: opts.maxLineBytes });
+  await app.register(equalityRoutes, { execution: opts.execution });
 };

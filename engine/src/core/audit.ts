@@ -1,0 +1,240 @@
+// The audit trail: one event per execution or operations call (who, what, which policies and key
+// versions, how many items, the outcome), written to every configured sink. Events carry metadata
+// only: never a plaintext, a ciphertext, a key or a tenant id (a keyed fingerprint of it instead).
+// This module has no I/O: sinks (file, stdout) live in src/audit/ and transports build the context.
+// Event schema: docs/audit.md.
+import { createHmac } from 'node:crypto';
+import { type EngineError, errors } from './errors.js';
+
+export const AUDIT_TRANSPORTS = [
+  'http-json',
+  'http-batch',
+  'http-frame',
+  'http-stream',
+  'pgwire',
+  'operations',
+] as const;
+export type AuditTransport = (typeof AUDIT_TRANSPORTS)[number];
+
+/** encrypt, decrypt, rewrap, equality-terms, or an operations endpoint such as `cache/policy-sync`. */
+export type AuditOperation = string;
+
+/** Who called, as the transport knows it. */
+export interface AuditContext {
+  readonly transport: AuditTransport;
+  /** Remote address of the connection. */
+  readonly caller?: string;
+  readonly requestId?: string;
+  /** The database role, when the SQL bridge passes it. */
+  readonly role?: string;
+  /** A tenant id as presented; only its fingerprint is recorded. */
+  readonly tenantId?: string;
+}
+
+export interface AuditItems {
+  readonly total: number;
+  readonly succeeded: number;
+  readonly failed: number;
+}
+
+export interface AuditOutcome {
+  /** ok: everything succeeded; partial: a batch with failed items; error: the call itself failed. */
+  readonly result: 'ok' | 'partial' | 'error';
+  /** HTTP status, when the transport is HTTP. */
+  readonly status?: number;
+  /** Error catalogue code of a failed call (or of the HTTP framework's refusal). */
+  readonly error?: string;
+}
+
+export interface AuditEvent {
+  readonly type: 'audit';
+  readonly version: 1;
+  readonly time: string;
+  readonly requestId?: string;
+  readonly transport: AuditTransport;
+  readonly caller: { readonly address?: string; readonly role?: string; readonly tenant?: string };
+  readonly operation: AuditOperation;
+  readonly policyCodes: readonly string[];
+  readonly keyVersions: readonly number[];
+  readonly fromKeyVersions?: readonly number[];
+  readonly items: AuditItems;
+  /** Failed items by error code (batches and streams). */
+  readonly itemErrors?: Readonly<Record<string, number>>;
+  readonly outcome: AuditOutcome;
+}
+
+/** Where events go. `write` must not throw; a sink that cannot write says so through `writable()`. */
+export interface AuditSink {
+  readonly name: string;
+  write(line: string): void;
+  /** False while events cannot be written (the file cannot be opened or written). */
+  writable(): boolean;
+  /** Writes what is buffered and makes it durable (fsync where that applies). */
+  flush(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Lists in an event are bounded: a batch over many policies still gives one short line. */
+export const MAX_LISTED = 32;
+
+/** What a call's items did, accumulated as results are produced (one per item, or a whole batch). */
+export class AuditSummary {
+  readonly policyCodes = new Set<string>();
+  readonly keyVersions = new Set<number>();
+  readonly fromKeyVersions = new Set<number>();
+  readonly itemErrors: Record<string, number> = {};
+  succeeded = 0;
+  failed = 0;
+
+  add(outcome: {
+    readonly ok: boolean;
+    readonly policyCode?: string;
+    readonly keyVersion?: number;
+    readonly fromKeyVersion?: number;
+    readonly error?: EngineError;
+  }): void {
+    if (outcome.policyCode !== undefined && this.policyCodes.size < MAX_LISTED) this.policyCodes.add(outcome.policyCode);
+    if (outcome.ok) {
+      this.succeeded++;
+      if (outcome.keyVersion !== undefined && this.keyVersions.size < MAX_LISTED) this.keyVersions.add(outcome.keyVersion);
+      if (outcome.fromKeyVersion !== undefined && this.fromKeyVersions.size < MAX_LISTED) {
+        this.fromKeyVersions.add(outcome.fromKeyVersion);
+      }
+    } else {
+      this.failItem(outcome.error?.code ?? 'UNKNOWN');
+    }
+  }
+
+  addAll(outcomes: readonly Parameters<AuditSummary['add']>[0][]): void {
+    for (const outcome of outcomes) this.add(outcome);
+  }
+
+  failItem(code: string): void {
+    this.failed++;
+    this.itemErrors[code] = (this.itemErrors[code] ?? 0) + 1;
+  }
+
+  get total(): number {
+    return this.succeeded + this.failed;
+  }
+}
+
+export interface AuditTrailOptions {
+  /** Refuse calls (503) while no sink can be written (SVC_AUDIT_FAIL_CLOSED). */
+  readonly failClosed: boolean;
+  /** Key of the tenant fingerprint HMAC; engines sharing it give the same fingerprints. */
+  readonly fingerprintKey: Uint8Array;
+  /** The clock (tests). */
+  readonly now?: () => Date;
+}
+
+export interface RecordInput {
+  readonly context: AuditContext;
+  readonly operation: AuditOperation;
+  readonly summary?: AuditSummary;
+  readonly outcome: AuditOutcome;
+  /** Policy codes known even when no item ran (a failed single request). */
+  readonly policyCodes?: readonly string[];
+}
+
+export class AuditTrail {
+  readonly #sinks: readonly AuditSink[];
+  readonly #options: AuditTrailOptions;
+
+  constructor(sinks: readonly AuditSink[], options: AuditTrailOptions) {
+    this.#sinks = sinks;
+    this.#options = options;
+  }
+
+  get failClosed(): boolean {
+    return this.#options.failClosed;
+  }
+
+  get sinkNames(): string[] {
+    return this.#sinks.map((s) => s.name);
+  }
+
+  /** True when at least one sink can take events. */
+  writable(): boolean {
+    return this.#sinks.some((s) => s.writable());
+  }
+
+  /** Under fail-closed, throws the 503 the catalogue prescribes while no sink can be written. */
+  ensureWritable(): void {
+    if (this.#options.failClosed && !this.writable()) throw errors.auditUnavailable();
+  }
+
+  /**
+   * A short, non-reversible name for a tenant id: the id is the operations API's credential, so the
+   * log holds a keyed HMAC prefix that identifies the same tenant across events but cannot be
+   * reversed by guessing ids without the key.
+   */
+  fingerprint(tenantId: string): string {
+    return createHmac('sha256', this.#options.fingerprintKey).update(tenantId, 'utf8').digest('hex').slice(0, 16);
+  }
+
+  record(input: RecordInput): void {
+    const { context, summary } = input;
+    const caller: { address?: string; role?: string; tenant?: string } = {};
+    if (context.caller !== undefined) caller.address = context.caller;
+    if (context.role !== undefined) caller.role = context.role;
+    if (context.tenantId !== undefined) caller.tenant = this.fingerprint(context.tenantId);
+    const policyCodes = summary && summary.policyCodes.size > 0 ? [...summary.policyCodes] : [...(input.policyCodes ?? [])];
+    const event: AuditEvent = {
+      type: 'audit',
+      version: 1,
+      time: (this.#options.now?.() ?? new Date()).toISOString(),
+      requestId: context.requestId,
+      transport: context.transport,
+      caller,
+      operation: input.operation,
+      policyCodes,
+      keyVersions: summary ? [...summary.keyVersions] : [],
+      ...(summary && summary.fromKeyVersions.size > 0 ? { fromKeyVersions: [...summary.fromKeyVersions] } : {}),
+      items: { total: summary?.total ?? 0, succeeded: summary?.succeeded ?? 0, failed: summary?.failed ?? 0 },
+      ...(summary && summary.failed > 0 ? { itemErrors: summary.itemErrors } : {}),
+      outcome: input.outcome,
+    };
+    const line = `${JSON.stringify(event)}\n`;
+    for (const sink of this.#sinks) sink.write(line);
+  }
+
+  /** Runs one call of a transport without HTTP hooks and records it (fail-closed checked first). */
+  run<T extends Parameters<AuditSummary['add']>[0] | Parameters<AuditSummary['add']>[0][]>(
+    context: AuditContext,
+    operation: AuditOperation,
+    call: () => T,
+  ): T {
+    this.ensureWritable();
+    const summary = new AuditSummary();
+    try {
+      const result = call();
+      if (Array.isArray(result)) summary.addAll(result);
+      else summary.add(result);
+      this.record({
+        context,
+        operation,
+        summary,
+        outcome: { result: summary.failed === 0 ? 'ok' : 'partial' },
+      });
+      return result;
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      this.record({
+        context,
+        operation,
+        summary,
+        outcome: { result: 'error', error: typeof code === 'string' ? code : 'INTERNAL' },
+      });
+      throw error;
+    }
+  }
+
+  async flush(): Promise<void> {
+    await Promise.all(this.#sinks.map((s) => s.flush()));
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.#sinks.map((s) => s.close()));
+  }
+}
