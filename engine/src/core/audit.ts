@@ -4,6 +4,7 @@
 // This module has no I/O: sinks (file, stdout) live in src/audit/ and transports build the context.
 // Event schema: docs/audit.md.
 import { createHmac } from 'node:crypto';
+import { ENVELOPE_PREFIX, envelopeKeyVersion } from './ciphertext-envelope.js';
 import { type EngineError, errors } from './errors.js';
 
 export const AUDIT_TRANSPORTS = [
@@ -77,7 +78,19 @@ export interface AuditSink {
 /** Lists in an event are bounded: a batch over many policies still gives one short line. */
 export const MAX_LISTED = 32;
 
-/** What a call's items did, accumulated as results are produced (one per item, or a whole batch). */
+/** What the summary needs of an item's outcome (ItemOutcome and its binary-frame variants fit). */
+export interface AuditedOutcome {
+  readonly ok: boolean;
+  readonly policyCode?: string;
+  readonly data?: unknown;
+  readonly error?: EngineError;
+}
+
+/**
+ * What a call's items did, accumulated as results are produced (one per item, or a whole batch). Key
+ * versions are read from envelope headers: the output's on encrypt and rewrap, the input's on decrypt
+ * (and as the version a rewrap moved from); only the outcome's success makes them authentic.
+ */
 export class AuditSummary {
   readonly policyCodes = new Set<string>();
   readonly keyVersions = new Set<number>();
@@ -85,28 +98,35 @@ export class AuditSummary {
   readonly itemErrors: Record<string, number> = {};
   succeeded = 0;
   failed = 0;
+  readonly #output: boolean;
+  readonly #input: Set<number> | undefined;
+  /** Header characters → key version: a batch repeats a handful of headers thousands of times. */
+  readonly #headers = new Map<string, number>();
 
-  add(outcome: {
-    readonly ok: boolean;
-    readonly policyCode?: string;
-    readonly keyVersion?: number;
-    readonly fromKeyVersion?: number;
-    readonly error?: EngineError;
-  }): void {
-    if (outcome.policyCode !== undefined && this.policyCodes.size < MAX_LISTED) this.policyCodes.add(outcome.policyCode);
-    if (outcome.ok) {
-      this.succeeded++;
-      if (outcome.keyVersion !== undefined && this.keyVersions.size < MAX_LISTED) this.keyVersions.add(outcome.keyVersion);
-      if (outcome.fromKeyVersion !== undefined && this.fromKeyVersions.size < MAX_LISTED) {
-        this.fromKeyVersions.add(outcome.fromKeyVersion);
-      }
-    } else {
+  constructor(readonly operation: AuditOperation) {
+    this.#output = operation === 'encrypt' || operation === 'rewrap';
+    this.#input = operation === 'decrypt' ? this.keyVersions : operation === 'rewrap' ? this.fromKeyVersions : undefined;
+  }
+
+  /** `input` is what the item submitted: a ciphertext string or a `{data}` item. */
+  add(outcome: AuditedOutcome, input?: unknown): void {
+    const code = outcome.policyCode;
+    if (code !== undefined && this.policyCodes.size < MAX_LISTED) this.policyCodes.add(code);
+    if (!outcome.ok) {
       this.failItem(outcome.error?.code ?? 'UNKNOWN');
+      return;
+    }
+    this.succeeded++;
+    if (code === undefined) return;
+    if (this.#output) this.#note(this.keyVersions, code, outcome.data);
+    if (this.#input) {
+      const data = typeof input === 'string' ? input : (input as { data?: unknown } | null | undefined)?.data;
+      this.#note(this.#input, code, data);
     }
   }
 
-  addAll(outcomes: readonly Parameters<AuditSummary['add']>[0][]): void {
-    for (const outcome of outcomes) this.add(outcome);
+  addAll(outcomes: readonly AuditedOutcome[], inputs?: readonly unknown[]): void {
+    for (let i = 0; i < outcomes.length; i++) this.add(outcomes[i] as AuditedOutcome, inputs?.[i]);
   }
 
   failItem(code: string): void {
@@ -116,6 +136,20 @@ export class AuditSummary {
 
   get total(): number {
     return this.succeeded + this.failed;
+  }
+
+  #note(into: Set<number>, policyCode: string, envelope: unknown): void {
+    if (typeof envelope !== 'string' || into.size >= MAX_LISTED) return;
+    // `hub:<code>:` then 8 base64url characters = the 6 header bytes.
+    const start = ENVELOPE_PREFIX.length + policyCode.length + 1;
+    const header = envelope.slice(start, start + 8);
+    let version = this.#headers.get(header);
+    if (version === undefined) {
+      version = envelopeKeyVersion(`${ENVELOPE_PREFIX}${policyCode}:${header}`);
+      if (version === undefined) return;
+      this.#headers.set(header, version);
+    }
+    into.add(version);
   }
 }
 
@@ -199,18 +233,22 @@ export class AuditTrail {
     for (const sink of this.#sinks) sink.write(line);
   }
 
-  /** Runs one call of a transport without HTTP hooks and records it (fail-closed checked first). */
-  run<T extends Parameters<AuditSummary['add']>[0] | Parameters<AuditSummary['add']>[0][]>(
+  /**
+   * Runs one call of a transport without HTTP hooks and records it (fail-closed checked first).
+   * `inputs`: the submitted items, in order (the key versions of decrypt and rewrap are read from them).
+   */
+  run<T extends AuditedOutcome | AuditedOutcome[]>(
     context: AuditContext,
     operation: AuditOperation,
     call: () => T,
+    inputs?: readonly unknown[],
   ): T {
     this.ensureWritable();
-    const summary = new AuditSummary();
+    const summary = new AuditSummary(operation);
     try {
       const result = call();
-      if (Array.isArray(result)) summary.addAll(result);
-      else summary.add(result);
+      if (Array.isArray(result)) summary.addAll(result, inputs);
+      else summary.add(result, inputs?.[0]);
       this.record({
         context,
         operation,

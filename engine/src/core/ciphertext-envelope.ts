@@ -55,6 +55,19 @@ export function envelopePolicyCode(value: unknown): string | undefined {
   return POLICY_CODE_PATTERN.test(code) ? code : undefined;
 }
 
+/**
+ * The key version in an envelope's header, read from its first 8 base64url characters (the 6 header
+ * bytes) without parsing the rest; undefined when the value is not in envelope shape. Not a check:
+ * only a ciphertext that decrypted has an authentic header.
+ */
+export function envelopeKeyVersion(value: unknown): number | undefined {
+  if (typeof value !== 'string' || !value.startsWith(ENVELOPE_PREFIX)) return undefined;
+  const end = value.indexOf(':', ENVELOPE_PREFIX.length);
+  if (end < 0) return undefined;
+  const head = Buffer.from(value.slice(end + 1, end + 9), 'base64url');
+  return head.length === HEADER_LENGTH ? head.readUInt32BE(2) : undefined;
+}
+
 /** Parses an envelope; any deviation from the canonical encoding is `malformed ciphertext`. */
 export function parseEnvelope(value: string): ParsedEnvelope {
   if (!value.startsWith(ENVELOPE_PREFIX)) throw errors.malformedCiphertext();

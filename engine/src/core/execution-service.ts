@@ -7,6 +7,7 @@ import {
   associatedData,
   ENVELOPE_PREFIX,
   encodeHeader,
+  envelopeKeyVersion,
   envelopePolicyCode,
   formatEnvelope,
   HEADER_LENGTH,
@@ -38,10 +39,6 @@ export interface ItemSuccess {
   readonly ok: true;
   readonly policyCode: string;
   readonly data: string;
-  /** The key version used (encrypt, decrypt) or written (rewrap); reported to the audit trail. */
-  readonly keyVersion?: number;
-  /** Rewrap only: the key version the submitted ciphertext was under. */
-  readonly fromKeyVersion?: number;
 }
 
 export interface ItemFailure {
@@ -63,7 +60,6 @@ export interface RawBytesItem {
 export interface DecryptedBytes {
   readonly policyCode: string;
   readonly plaintext: Buffer;
-  readonly keyVersion?: number;
 }
 
 /** One ciphertext per key version that can still decrypt, newest first (docs/rotation.md). */
@@ -150,12 +146,7 @@ export class ExecutionService {
     header.copy(body, 0);
     const end = key.aead.sealInto(plaintext, aad, body, HEADER_LENGTH);
     key.usage.encryptions++;
-    return {
-      ok: true,
-      policyCode: policy.policyCode,
-      data: formatEnvelope(policy.policyCode, body.subarray(0, end)),
-      keyVersion: key.version,
-    };
+    return { ok: true, policyCode: policy.policyCode, data: formatEnvelope(policy.policyCode, body.subarray(0, end)) };
   }
 
   /** Decrypts an envelope to bytes, resolving the policy and key version it names. */
@@ -173,14 +164,14 @@ export class ExecutionService {
     const plaintext = key.aead.open(envelope.sealed, envelope.aad);
     if (!plaintext) throw errors.decryptionFailed();
     key.usage.decryptions++;
-    return { policyCode: policy.policyCode, plaintext, keyVersion: key.version };
+    return { policyCode: policy.policyCode, plaintext };
   }
 
   /** Decrypts an envelope whose plaintext must be text (the JSON transports). */
   decryptText(snapshot: RuntimeSnapshot, ciphertext: string): ItemSuccess {
-    const { policyCode, plaintext, keyVersion } = this.decryptData(snapshot, ciphertext);
+    const { policyCode, plaintext } = this.decryptData(snapshot, ciphertext);
     try {
-      return { ok: true, policyCode, data: utf8.decode(plaintext), keyVersion };
+      return { ok: true, policyCode, data: utf8.decode(plaintext) };
     } catch {
       throw errors.notUtf8();
     }
@@ -262,17 +253,15 @@ export class ExecutionService {
    * decrypted (so a tampered one is refused, as on decrypt).
    */
   rewrapData(snapshot: RuntimeSnapshot, ciphertext: string): ItemSuccess {
-    const { policyCode, plaintext, keyVersion } = this.decryptData(snapshot, ciphertext);
+    const { policyCode, plaintext } = this.decryptData(snapshot, ciphertext);
     try {
       const policy = snapshot.policyByCode(policyCode);
       if (!policy) throw errors.policyNotFound(policyCode);
       const context = snapshot.encryptContext(policy);
       if (context instanceof EngineError) throw context;
-      if (context.key.version === keyVersion) {
-        return { ok: true, policyCode, data: ciphertext, keyVersion, fromKeyVersion: keyVersion };
-      }
-      const out = this.encryptData(snapshot, { policyCode }, plaintext);
-      return { ...out, fromKeyVersion: keyVersion };
+      // It decrypted, so its header (and the key version in it) is authentic.
+      if (context.key.version === envelopeKeyVersion(ciphertext)) return { ok: true, policyCode, data: ciphertext };
+      return this.encryptData(snapshot, { policyCode }, plaintext);
     } finally {
       plaintext.fill(0);
     }
@@ -322,15 +311,16 @@ export class ExecutionService {
     if (!policy) throw errors.policyNotFound(describeRef(ref));
     if (!DETERMINISTIC.has(policy.algorithm)) throw errors.notDeterministic(policy.policyCode);
     const newest = this.encryptData(snapshot, { policyCode: policy.policyCode }, value);
+    const newestVersion = envelopeKeyVersion(newest.data) ?? 0;
     const older = decryptableVersions(snapshot, policy.keyAlias).filter(
-      (k) => k.version !== newest.keyVersion && k.aead.algorithm === policy.algorithm,
+      (k) => k.version !== newestVersion && k.aead.algorithm === policy.algorithm,
     );
     if (older.length + 1 > MAX_EQUALITY_TERMS) {
       throw errors.tooManyKeyVersions(policy.policyCode, older.length + 1, MAX_EQUALITY_TERMS);
     }
     const plaintext = Buffer.from(value, 'utf8');
     const terms = [newest.data];
-    const keyVersions = [newest.keyVersion ?? 0];
+    const keyVersions = [newestVersion];
     for (const key of older) {
       const header = encodeHeader(ALGORITHM_IDS[policy.algorithm], key.version);
       const body = Buffer.alloc(HEADER_LENGTH + plaintext.length + key.aead.overhead);
@@ -348,7 +338,12 @@ export class ExecutionService {
    * Runs one call of a transport that has no hook of its own (the PostgreSQL wire endpoint) and
    * records one audit event for it; without an audit trail it only runs the call.
    */
-  audited<T extends ItemOutcome | ItemOutcome[]>(context: AuditContext, operation: AuditOperation, run: () => T): T {
-    return this.audit ? this.audit.run(context, operation, run) : run();
+  audited<T extends ItemOutcome | ItemOutcome[]>(
+    context: AuditContext,
+    operation: AuditOperation,
+    run: () => T,
+    inputs?: readonly unknown[],
+  ): T {
+    return this.audit ? this.audit.run(context, operation, run, inputs) : run();
   }
 }

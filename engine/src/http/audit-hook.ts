@@ -106,7 +106,7 @@ export function installAuditHooks(app: FastifyInstance, trail: AuditTrail): void
     const requestId = randomUUID();
     reply.header('x-request-id', requestId);
     request.auditCall = { ...kind, requestId };
-    request.auditSummary = new AuditSummary();
+    request.auditSummary = new AuditSummary(kind.operation);
     try {
       trail.ensureWritable();
     } catch (error) {

@@ -84,12 +84,15 @@ export function frameBatch(
   let results: FrameResult[];
   if (frame.operation === 'decrypt') {
     const decrypted = execution.decryptBytesMany(frame.items);
-    request.auditSummary?.addAll(decrypted.map((r) => ('plaintext' in r ? { ok: true, ...r } : r)));
+    request.auditSummary?.addAll(
+      decrypted.map((r) => ('plaintext' in r ? { ok: true, policyCode: r.policyCode } : r)),
+      frame.items,
+    );
     results = decrypted.map((r) => ('plaintext' in r ? { ok: true, policyCode: r.policyCode, data: r.plaintext } : r));
   } else {
     const outcomes =
       frame.operation === 'encrypt' ? execution.encryptBytesMany(frame.items) : execution.rewrapCiphertexts(frame.items);
-    request.auditSummary?.addAll(outcomes);
+    request.auditSummary?.addAll(outcomes, frame.operation === 'rewrap' ? frame.items : undefined);
     results = outcomes;
   }
   const totalSuccess = results.filter((r) => r.ok).length;
@@ -113,7 +116,7 @@ export const batchRoutes: FastifyPluginAsync<{ execution: ExecutionService }> = 
       }
       const items = batchItems(request.body);
       const outcomes = operation === 'encrypt' ? execution.encryptMany(items) : execution.decryptMany(items);
-      request.auditSummary?.addAll(outcomes);
+      request.auditSummary?.addAll(outcomes, items);
       return reply.send(jsonBatch(operation, items, outcomes, start));
     };
     app.post(

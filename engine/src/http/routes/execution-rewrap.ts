@@ -21,7 +21,7 @@ export const rewrapRoutes: FastifyPluginAsync<{ execution: ExecutionService; max
     },
     (request) => {
       const result = execution.rewrapOne(request.body);
-      request.auditSummary?.add(result);
+      request.auditSummary?.add(result, request.body);
       return { success: true, data: result.data, policyCode: result.policyCode };
     },
   );
@@ -45,7 +45,7 @@ export const rewrapRoutes: FastifyPluginAsync<{ execution: ExecutionService; max
       reply.header('x-svc-transport-mode', 'json');
       const items = batchItems(request.body);
       const outcomes = execution.rewrapMany(items);
-      request.auditSummary?.addAll(outcomes);
+      request.auditSummary?.addAll(outcomes, items);
       return reply.send(jsonBatch('rewrap', items, outcomes, start));
     },
   );

@@ -10,14 +10,14 @@ export const singleRoutes: FastifyPluginAsync<{ execution: ExecutionService }> =
 
   app.post('/api/encrypt', { onRequest: json, schema: { body: EncryptBody, response } }, (request) => {
     const result = execution.encryptOne(request.body);
-    request.auditSummary?.add(result);
+    request.auditSummary?.add(result, request.body);
     const { policyCode, data } = result;
     return { success: true, data, policyCode };
   });
 
   app.post('/api/decrypt', { onRequest: json, schema: { body: DecryptBody, response } }, (request) => {
     const result = execution.decryptOne(request.body);
-    request.auditSummary?.add(result);
+    request.auditSummary?.add(result, request.body);
     const { policyCode, data } = result;
     return { success: true, data, policyCode };
   });

@@ -46,7 +46,7 @@ export function ndjsonRoute(
         }
         try {
           const result = process(body);
-          summary?.add(result);
+          summary?.add(result, body);
           return JSON.stringify({ success: true, data: result.data, policyCode: result.policyCode });
         } catch (error) {
           if (error instanceof EngineError) {
