@@ -2,6 +2,7 @@
 // store), plus a log recorder, for app.inject tests of /engine/api/v1.
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
+import type { AuditTrail } from '../../src/core/audit.js';
 import { ExecutionService } from '../../src/core/execution-service.js';
 import { buildApp, type EngineApp } from '../../src/http/app.js';
 import { createMetrics, type EngineMetrics } from '../../src/http/metrics.js';
@@ -21,7 +22,7 @@ export interface OperationsWorld extends HubWorld {
 }
 
 export async function operationsWorld(
-  options: { registered?: boolean; allowRawMaterial?: boolean } = {},
+  options: { registered?: boolean; allowRawMaterial?: boolean; audit?: AuditTrail } = {},
 ): Promise<OperationsWorld> {
   const logs: string[] = [];
   const sink = new Writable({
@@ -48,7 +49,7 @@ export async function operationsWorld(
     engineVersion: TEST_VERSION,
   });
   const engine = await buildApp({
-    execution: new ExecutionService(world.manager.cache, TEST_LIMITS),
+    execution: new ExecutionService(world.manager.cache, TEST_LIMITS, options.audit),
     limits: TEST_LIMITS,
     version: TEST_VERSION,
     logger,
