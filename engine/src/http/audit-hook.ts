@@ -58,7 +58,11 @@ function namedPolicy(body: unknown): string[] {
 }
 
 function context(request: FastifyRequest, call: AuditCall): AuditContext {
-  const tenant = call.transport === 'operations' ? request.headers[TENANT_HEADER] : undefined;
+  // The header on tenant-scoped calls; the body on identity registration (which sets the tenant).
+  const tenant =
+    call.transport === 'operations'
+      ? (request.headers[TENANT_HEADER] ?? (request.body as { tenantId?: unknown } | undefined)?.tenantId)
+      : undefined;
   return {
     transport: call.transport,
     caller: request.ip,
