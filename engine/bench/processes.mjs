@@ -87,11 +87,12 @@ export async function startBareServer() {
 }
 
 /**
- * Starts the engine in dev mode on a free port with a throwaway data directory; resolves once healthy.
+ * Starts the engine in dev mode on a free port with a throwaway data directory (extra environment on
+ * top); resolves once healthy.
  * BENCH_ENGINE_NODE_ARGS adds node flags to the engine only (e.g. "--cpu-prof --cpu-prof-dir=prof"),
  * which NODE_OPTIONS cannot carry.
  */
-export async function startEngine() {
+export async function startEngine(extraEnv = {}) {
   const nodeArgs = (process.env.BENCH_ENGINE_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-'));
@@ -103,6 +104,7 @@ export async function startEngine() {
       SVC_HOST: '127.0.0.1',
       SVC_DATA_DIR: dataDir,
       SVC_LOG_LEVEL: 'warn',
+      ...extraEnv,
     },
   });
   const handle = track(child, 'engine');
@@ -130,6 +132,7 @@ export async function startEngine() {
   return {
     ...handle,
     origin,
+    dataDir,
     async stop() {
       await handle.stop();
       rmSync(dataDir, { recursive: true, force: true });

@@ -7,6 +7,7 @@
 // BENCH_ENGINE_NODE_ARGS (node flags for the engine process, e.g. to profile it with --cpu-prof).
 import { cpus, loadavg } from 'node:os';
 import { encodeRequestFrame } from '../dist/http/codecs/binary-frame.js';
+import { auditOverhead } from './audit-run.mjs';
 import { postLoad } from './http-load.mjs';
 import { coreEncryptManySampler, POLICY, plaintexts, rawGcmSampler } from './in-process.mjs';
 import { formatCpu, formatRate, formatSamples, rounds, table } from './measure.mjs';
@@ -231,6 +232,19 @@ async function main() {
     '-',
     '-',
   ]);
+  // Audit overhead: a self-contained pair of engines (audit file on / off), docs/audit.md.
+  log('audit overhead: JSON batch with the audit file on vs off (two engines, sampled alternately)');
+  rows.push(
+    ...(await auditOverhead({
+      batchItems: settings.batchItems,
+      dataBytes: settings.dataBytes,
+      seconds: settings.httpSeconds,
+      warmupSeconds: settings.warmupSeconds,
+      connections: settings.batchConnections,
+      roundCount: settings.rounds,
+      log,
+    })),
+  );
   log(`\n${table(rows)}`);
 }
 

@@ -33,6 +33,9 @@ const CAPABILITIES = [
   'ndjson-stream',
   'binary-frame',
   'key-wrap-rfc5649',
+  'rewrap',
+  'equality-terms',
+  'audit',
 ];
 
 async function main(): Promise<void> {
