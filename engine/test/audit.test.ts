@@ -112,7 +112,15 @@ describe('audit events of the execution API', () => {
       ['http-batch', 'rewrap'],
       ['http-json', 'equality-terms'],
     ]);
-    const [single, decrypt, batch, frame, stream, rewrapped, terms] = events as AuditEvent[] & { length: 7 };
+    const [single, decrypt, batch, frame, stream, rewrapped, terms] = events as [
+      AuditEvent,
+      AuditEvent,
+      AuditEvent,
+      AuditEvent,
+      AuditEvent,
+      AuditEvent,
+      AuditEvent,
+    ];
     expect(single).toMatchObject({
       type: 'audit',
       version: 1,
