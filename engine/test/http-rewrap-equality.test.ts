@@ -198,6 +198,14 @@ describe.each(['', '/engine'])('rewrap under "%s"', (prefix) => {
     expect(empty.json()).toEqual({ error: 'crypto service is not configured' });
   });
 
+  it('answers 405 for other methods on the rewrap and equality-terms paths', async () => {
+    for (const url of ['/api/rewrap', '/api/rewrap/batch', '/api/rewrap/stream', '/api/equality-terms']) {
+      const res = await t.app.inject({ method: 'GET', url: `${prefix}${url}` });
+      expect(res.statusCode).toBe(405);
+      expect(res.json()).toEqual({ error: 'method not allowed' });
+    }
+  });
+
   it('rewraps an NDJSON stream line by line, with an error line for a bad one', async () => {
     const a = await encrypt(prefix, 'stream-a', 'PII_SIV');
     t.cache.replace(rotated());
