@@ -198,6 +198,18 @@ describe.each(['', '/engine'])('rewrap under "%s"', (prefix) => {
     expect(empty.json()).toEqual({ error: 'crypto service is not configured' });
   });
 
+  it('rewraps the ciphertext of a binary (non-UTF-8) value over JSON, which decrypt cannot return as text', async () => {
+    const raw = Buffer.from([0xff, 0x00, 0xfe]);
+    const enc = await post(`${prefix}/api/encrypt/batch`, encodeRequestFrame('encrypt', [{ policyCode: 'PII_GCM', data: raw }]), FRAME);
+    const ct = decodeResponseFrame(enc.rawPayload).items[0]?.data.toString('latin1') as string;
+    t.cache.replace(rotated());
+    const res = await post(`${prefix}/api/rewrap`, { data: ct });
+    expect(res.statusCode).toBe(200);
+    expect(keyVersionOf(res.json().data)).toBe(2);
+    const dec = await post(`${prefix}/api/decrypt/batch`, encodeRequestFrame('decrypt', [{ data: res.json().data }]), FRAME);
+    expect(decodeResponseFrame(dec.rawPayload).items[0]?.data).toEqual(raw);
+  });
+
   it('answers 405 for other methods on the rewrap and equality-terms paths', async () => {
     for (const url of ['/api/rewrap', '/api/rewrap/batch', '/api/rewrap/stream', '/api/equality-terms']) {
       const res = await t.app.inject({ method: 'GET', url: `${prefix}${url}` });
