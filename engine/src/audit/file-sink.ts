@@ -35,6 +35,8 @@ export class FileAuditSink implements AuditSink {
   #lastAttempt = 0;
   #dropped = 0;
   #closed = false;
+  /** The open failure was logged: retries (once per retryMs) stay quiet until the file opens again. */
+  #openFailureLogged = false;
   readonly #timers: NodeJS.Timeout[] = [];
 
   constructor(
@@ -52,13 +54,20 @@ export class FileAuditSink implements AuditSink {
     try {
       // Owner-only: events name callers, policies and key versions.
       this.#fd = openSync(this.path, 'a', 0o600);
+      this.#openFailureLogged = false;
       if (this.#dropped > 0) {
         this.log.warn({ file: this.path, dropped: this.#dropped }, 'audit file writable again; events were lost meanwhile');
         this.#dropped = 0;
       }
     } catch (error) {
       this.#fd = undefined;
-      this.log.error({ file: this.path, code: (error as NodeJS.ErrnoException).code }, 'audit file cannot be opened');
+      if (!this.#openFailureLogged) {
+        this.#openFailureLogged = true;
+        this.log.error(
+          { file: this.path, code: (error as NodeJS.ErrnoException).code, retryMs: this.options.retryMs },
+          'audit file cannot be opened; retrying',
+        );
+      }
     }
   }
 
