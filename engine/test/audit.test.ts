@@ -10,7 +10,7 @@ import { type AuditEvent, type AuditSink, AuditTrail } from '../src/core/audit.j
 import { ExecutionService } from '../src/core/execution-service.js';
 import { RuntimeCache } from '../src/core/runtime-cache.js';
 import { loadConfig } from '../src/config.js';
-import { buildApp, type EngineApp } from '../src/http/app.js';
+import { buildApp, buildOperationsApp, type EngineApp } from '../src/http/app.js';
 import { BINARY_FRAME_TYPE, encodeRequestFrame } from '../src/http/codecs/binary-frame.js';
 import { GCM_KEY_V1, GCM_KEY_V2, key, SIV_KEY_V1, standardContent } from './support/fixtures.js';
 import { TENANT } from './support/hub-fixtures.js';
@@ -249,6 +249,21 @@ describe('audit events of the operations API', () => {
     expect(events[0]?.caller.tenant).toBe(trail.fingerprint(TENANT));
     expect(events[1]?.caller.tenant).not.toBe(events[0]?.caller.tenant);
     expect(sink.lines.join('')).not.toContain(TENANT);
+  });
+});
+
+describe('audit events of the operations listener', () => {
+  it('records calls on the separate operations listener too', async () => {
+    const sink = new MemorySink();
+    const trail = new AuditTrail([sink], { failClosed: false, fingerprintKey: Buffer.alloc(32, 3) });
+    world = await operationsWorld();
+    engine = await buildOperationsApp({ operations: world.deps, limits: TEST_LIMITS, audit: trail });
+    const res = await engine.app.inject({ url: `${OPS}/cache/status`, headers: { 'x-svc-tenant-id': TENANT } });
+    expect(res.statusCode).toBe(200);
+    expect(sink.events()).toMatchObject([
+      { transport: 'operations', operation: 'cache/status', caller: { tenant: trail.fingerprint(TENANT) }, outcome: { result: 'ok', status: 200 } },
+    ]);
+    expect(res.headers['x-request-id']).toBe(sink.events()[0]?.requestId);
   });
 });
 
