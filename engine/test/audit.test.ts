@@ -231,6 +231,21 @@ describe('audit events of the execution API', () => {
   });
 });
 
+describe('fail-closed for transports without HTTP hooks', () => {
+  it('refuses the call before it runs while no sink can be written', async () => {
+    const broken: AuditSink = { name: 'broken', write() {}, writable: () => false, flush: async () => {}, close: async () => {} };
+    const { execution } = await auditedApp([broken], true);
+    let ran = false;
+    expect(() =>
+      execution.audited({ transport: 'pgwire', role: 'app' }, 'rewrap', () => {
+        ran = true;
+        return execution.rewrapMany([]);
+      }),
+    ).toThrow('audit trail unavailable: requests are refused until it can be written');
+    expect(ran).toBe(false);
+  });
+});
+
 describe('audit events of the operations API', () => {
   it('records each call with the endpoint name and a fingerprint of the tenant id, never the id', async () => {
     const sink = new MemorySink();
