@@ -138,8 +138,9 @@ export class ExecutionService {
     const policy = snapshot.policyByCode(envelope.policyCode);
     if (!policy) throw errors.policyNotFound(envelope.policyCode);
     if (policy.status === 'DISABLED') throw errors.policyNotUsable(policy.policyCode, 'is disabled');
-    const key = snapshot.key(policy.keyAlias, envelope.keyVersion);
-    if (!key || key.status === 'DISABLED') throw errors.keyNotFound(policy.keyAlias, envelope.keyVersion);
+    // Which key states may decrypt is the snapshot's rule (RETIRED yes; DISABLED, destroyed, below minimum no).
+    const key = snapshot.decryptKey(policy.keyAlias, envelope.keyVersion);
+    if (key instanceof EngineError) throw key;
     if (ALGORITHM_IDS[key.aead.algorithm] !== envelope.algorithmId) throw errors.decryptionFailed();
     const plaintext = key.aead.open(envelope.sealed, envelope.aad);
     if (!plaintext) throw errors.decryptionFailed();

@@ -3,7 +3,7 @@
 // the hub calls the engine's operations API for registration and syncs with the record shapes below.
 import { createHmac } from 'node:crypto';
 import type { Algorithm } from '../core/aead.js';
-import type { RecordStatus } from '../core/records.js';
+import type { HeldStatus as RecordStatus } from '../core/records.js';
 
 export const TENANT_HEADER = 'x-svc-tenant-id';
 

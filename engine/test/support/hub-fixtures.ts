@@ -36,9 +36,9 @@ export async function closeSharedDb(): Promise<void> {
 export class FlakyStore extends SnapshotStore {
   failing = false;
 
-  override async saveSnapshot(...args: Parameters<SnapshotStore['saveSnapshot']>): Promise<void> {
+  override async saveChanges(...args: Parameters<SnapshotStore['saveChanges']>): Promise<void> {
     if (this.failing) throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
-    return super.saveSnapshot(...args);
+    return super.saveChanges(...args);
   }
 
   override async saveState(...args: Parameters<SnapshotStore['saveState']>): Promise<void> {
