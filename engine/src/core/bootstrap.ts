@@ -4,7 +4,13 @@
 import { randomBytes } from 'node:crypto';
 import { KEY_LENGTHS } from './aead.js';
 import { errors } from './errors.js';
-import { type MaterialReader, parseKeyRecord, parsePolicyRecord, readRawMaterial } from './records.js';
+import {
+  type MaterialReader,
+  parseKeyRecord,
+  parsePolicyRecord,
+  readRawMaterial,
+  runtimeVersionProblem,
+} from './records.js';
 import type { SnapshotContent } from './runtime-snapshot.js';
 
 export const DEMO_POLICIES = {
@@ -18,13 +24,12 @@ export function parseBootstrap(doc: unknown, readMaterial: MaterialReader = read
   const { policies, keys, runtimeVersion } = doc as Record<string, unknown>;
   if (!Array.isArray(policies) || !Array.isArray(keys))
     throw errors.invalid('bootstrap: policies and keys must be arrays');
-  if (runtimeVersion !== undefined && typeof runtimeVersion !== 'string') {
-    throw errors.invalid('bootstrap: runtimeVersion must be a string');
-  }
+  const problem = runtimeVersion === undefined ? undefined : runtimeVersionProblem(runtimeVersion);
+  if (problem) throw errors.invalid(`bootstrap: ${problem}`);
   return {
     policies: policies.map((p, i) => parsePolicyRecord(p, `policies[${i}]`)),
     keys: keys.map((k, i) => parseKeyRecord(k, `keys[${i}]`, readMaterial)),
-    runtimeVersion: runtimeVersion ?? 'bootstrap',
+    runtimeVersion: (runtimeVersion as string | undefined) ?? 'bootstrap',
   };
 }
 

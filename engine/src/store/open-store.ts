@@ -1,7 +1,7 @@
 // Opens the snapshot store on one of its two drivers and applies the drizzle-kit migrations before
 // anything reads it: PGlite in the data directory (the embedded default, or in memory for tests) or
 // PostgreSQL through DATABASE_URL with a small `pg` pool. Both get the same schema and migrations.
-import { mkdir } from 'node:fs/promises';
+import { chmod, mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
@@ -53,10 +53,28 @@ async function openPglite(dir: string | undefined): Promise<OpenedDb> {
   const { drizzle } = await import('drizzle-orm/pglite');
   const { migrate } = await import('drizzle-orm/pglite/migrator');
   // PGlite creates its own directory but not the parents (the data directory may not exist yet).
-  if (dir !== undefined) await mkdir(dirname(dir), { recursive: true });
-  const client = dir === undefined ? new PGlite() : new PGlite(dir);
+  if (dir !== undefined) await mkdir(dirname(dir), { recursive: true, mode: 0o700 });
+  let client: InstanceType<typeof PGlite>;
+  try {
+    client = dir === undefined ? new PGlite() : new PGlite(dir);
+    await client.waitReady;
+  } catch (error) {
+    // A damaged data directory makes PGlite's WebAssembly abort ("Aborted(). Build with -sASSERTIONS …"),
+    // which says nothing about where or what: name the directory and the way back instead.
+    const detail = (error as Error).message ?? String(error);
+    if (dir !== undefined && /Aborted|RuntimeError|unreachable|memory access out of bounds/i.test(detail)) {
+      throw new Error(
+        `the embedded store directory ${dir} is damaged (PGlite could not open it). Ways back: stop the engine and ` +
+          'restore that directory from a backup; or move it aside and start again, so the engine resyncs from the hub ' +
+          '(or SVC_BOOTSTRAP_FILE) into a new store. See docs/operations.md#damaged-store.',
+        { cause: error },
+      );
+    }
+    throw error;
+  }
   const db = drizzle(client, { schema });
   await migrate(db, MIGRATIONS);
+  if (dir !== undefined) await chmod(dir, 0o700);
   return { db, driver: 'pglite', location: dir ?? 'memory', close: () => client.close() };
 }
 
