@@ -33,8 +33,12 @@ export function parseBootstrap(doc: unknown, readMaterial: MaterialReader = read
   };
 }
 
-/** A bootstrap document with one randomized and one deterministic demo policy and fresh keys. */
-export function generateDevBootstrap(): Record<string, unknown> {
+/**
+ * A bootstrap document with one randomized and one deterministic demo policy and fresh keys under
+ * `version`: the caller picks a version never used before, so a ciphertext made under an earlier demo
+ * key never meets a different key under the same version.
+ */
+export function generateDevBootstrap(version = 1): Record<string, unknown> {
   return {
     runtimeVersion: 'dev',
     policies: [
@@ -58,14 +62,14 @@ export function generateDevBootstrap(): Record<string, unknown> {
     keys: [
       {
         alias: 'demo-gcm',
-        version: 1,
+        version,
         algorithm: 'AES-256-GCM',
         status: 'ACTIVE',
         material: randomBytes(KEY_LENGTHS['AES-256-GCM']).toString('base64'),
       },
       {
         alias: 'demo-siv',
-        version: 1,
+        version,
         algorithm: 'AES-256-SIV',
         status: 'ACTIVE',
         material: randomBytes(KEY_LENGTHS['AES-256-SIV']).toString('base64'),

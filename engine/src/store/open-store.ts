@@ -1,8 +1,8 @@
 // Opens the snapshot store on one of its two drivers and applies the drizzle-kit migrations before
 // anything reads it: PGlite in the data directory (the embedded default, or in memory for tests) or
 // PostgreSQL through DATABASE_URL with a small `pg` pool. Both get the same schema and migrations.
-import { chmod, mkdir } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { chmod, mkdir, readdir } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import type { Logger } from './logger.js';
@@ -48,6 +48,19 @@ function redact(url: string): string {
   }
 }
 
+/**
+ * Makes the embedded store private to the engine's user: directories 0700, files 0600. The process
+ * umask covers what is created later; this covers what PGlite chmods itself (0640) and older stores.
+ */
+async function tighten(dir: string): Promise<void> {
+  await chmod(dir, 0o700);
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) await tighten(path);
+    else if (entry.isFile()) await chmod(path, 0o600);
+  }
+}
+
 async function openPglite(dir: string | undefined): Promise<OpenedDb> {
   const { PGlite } = await import('@electric-sql/pglite');
   const { drizzle } = await import('drizzle-orm/pglite');
@@ -74,7 +87,7 @@ async function openPglite(dir: string | undefined): Promise<OpenedDb> {
   }
   const db = drizzle(client, { schema });
   await migrate(db, MIGRATIONS);
-  if (dir !== undefined) await chmod(dir, 0o700);
+  if (dir !== undefined) await tighten(dir);
   return { db, driver: 'pglite', location: dir ?? 'memory', close: () => client.close() };
 }
 
