@@ -28,7 +28,13 @@ afterAll(closeSharedDb);
 const auth = { 'x-svc-tenant-id': TENANT };
 const json = { 'content-type': 'application/json' };
 
-function call(world: OperationsWorld, method: 'GET' | 'POST', path: string, body?: unknown, headers = auth) {
+function call(
+  world: OperationsWorld,
+  method: 'GET' | 'POST',
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = auth,
+) {
   return world.engine.app.inject({
     method,
     url: `${OPS}${path}`,
@@ -152,10 +158,10 @@ describe('registration hardening', () => {
     const missing = await call(w, 'POST', '/runtime/identity', body, {});
     expect(missing.statusCode).toBe(401);
     expect(missing.body).toBe('unauthorized');
-    const wrong = await call(w, 'POST', '/runtime/identity', body, { 'x-svc-registration-token': 'guess' } as never);
+    const wrong = await call(w, 'POST', '/runtime/identity', body, { 'x-svc-registration-token': 'guess' });
     expect(wrong.statusCode).toBe(401);
     expect(w.agent.identity).toBeNull();
-    const right = await call(w, 'POST', '/runtime/identity', body, { 'x-svc-registration-token': token } as never);
+    const right = await call(w, 'POST', '/runtime/identity', body, { 'x-svc-registration-token': token });
     expect(right.statusCode).toBe(200);
     expect(w.logs.join('')).not.toContain(token);
   });

@@ -235,16 +235,19 @@ export function summarize(content: SnapshotContent): ContentSummary {
 
 /**
  * Why a hub snapshot looks like a takeover or an accident rather than a change, if it does: it would
- * retire every live key, more than half of them (from 4 live keys up), or every live policy. Such a
- * snapshot is held back until an operator applies it (docs/operations.md#held-back-snapshots).
+ * leave no live key versions (a stranger's hub cannot send any: keys must unwrap under this engine's
+ * master key), fewer than half of them (from 4 live versions up), or no live policies. Such a snapshot
+ * is held back until an operator applies it (docs/operations.md#held-back-snapshots).
  */
 export function holdBackReason(current: SnapshotContent, merged: MergeResult): string | undefined {
   const liveKeys = current.keys.filter((k) => isLive(k.status)).length;
   const livePolicies = current.policies.filter((p) => isLive(p.status)).length;
-  if (liveKeys > 0 && merged.retiredKeys === liveKeys) return `it would retire all ${liveKeys} live key versions`;
-  if (liveKeys >= 4 && merged.retiredKeys * 2 > liveKeys) {
-    return `it would retire ${merged.retiredKeys} of ${liveKeys} live key versions`;
+  const keysAfter = merged.content.keys.filter((k) => isLive(k.status)).length;
+  const policiesAfter = merged.content.policies.filter((p) => isLive(p.status)).length;
+  if (merged.retiredKeys > 0 && keysAfter === 0) return `it would retire all ${liveKeys} live key versions`;
+  if (liveKeys >= 4 && merged.retiredKeys > 0 && keysAfter * 2 < liveKeys) {
+    return `it would retire ${merged.retiredKeys} of ${liveKeys} live key versions, leaving ${keysAfter}`;
   }
-  if (livePolicies > 0 && merged.retiredPolicies === livePolicies) return `it would retire all ${livePolicies} live policies`;
+  if (merged.retiredPolicies > 0 && policiesAfter === 0) return `it would retire all ${livePolicies} live policies`;
   return undefined;
 }
