@@ -70,7 +70,9 @@ async function main(): Promise<void> {
   // 0600, directories 0700, whatever the inherited umask; an existing data directory is tightened too.
   process.umask(0o077);
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
-  await chmod(config.dataDir, 0o700);
+  await chmod(config.dataDir, 0o700).catch((error: NodeJS.ErrnoException) =>
+    log.warn({ dataDir: config.dataDir, err: error.code }, 'could not make the data directory private (0700): check its owner'),
+  );
   const registrationToken = await readRegistrationToken(config.registration);
 
   const masterKey = await loadMasterKey(

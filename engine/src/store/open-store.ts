@@ -52,16 +52,20 @@ function redact(url: string): string {
  * Makes the embedded store private to the engine's user: directories 0700, files 0600. The process
  * umask covers what is created later; this covers what PGlite chmods itself (0640) and older stores.
  */
-async function tighten(dir: string): Promise<void> {
-  await chmod(dir, 0o700);
+async function tighten(dir: string): Promise<number> {
+  // A file the engine's user does not own cannot be changed: counted and reported, not fatal.
+  let failed = 0;
+  const set = (path: string, mode: number) => chmod(path, mode).catch(() => void failed++);
+  await set(dir, 0o700);
   for (const entry of await readdir(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) await tighten(path);
-    else if (entry.isFile()) await chmod(path, 0o600);
+    if (entry.isDirectory()) failed += await tighten(path);
+    else if (entry.isFile()) await set(path, 0o600);
   }
+  return failed;
 }
 
-async function openPglite(dir: string | undefined): Promise<OpenedDb> {
+async function openPglite(dir: string | undefined, log: Logger): Promise<OpenedDb> {
   const { PGlite } = await import('@electric-sql/pglite');
   const { drizzle } = await import('drizzle-orm/pglite');
   const { migrate } = await import('drizzle-orm/pglite/migrator');
@@ -87,7 +91,10 @@ async function openPglite(dir: string | undefined): Promise<OpenedDb> {
   }
   const db = drizzle(client, { schema });
   await migrate(db, MIGRATIONS);
-  if (dir !== undefined) await tighten(dir);
+  const untightened = dir === undefined ? 0 : await tighten(dir);
+  if (untightened > 0) {
+    log.warn({ dir, files: untightened }, 'could not make some store files private (0600/0700): check their owner');
+  }
   return { db, driver: 'pglite', location: dir ?? 'memory', close: () => client.close() };
 }
 
@@ -124,7 +131,7 @@ export async function openDb(location: StoreLocation, log: Logger): Promise<Open
   try {
     return location.databaseUrl
       ? await openPostgres(location.databaseUrl, location.queryTimeoutMs ?? 5000, log)
-      : await openPglite(location.pgliteDir);
+      : await openPglite(location.pgliteDir, log);
   } catch (error) {
     const where = location.databaseUrl
       ? `DATABASE_URL (${redact(location.databaseUrl)})`
