@@ -108,6 +108,13 @@ async function main(): Promise<void> {
   );
   if (!cache.current.configured) log.warn('no policies or keys loaded: execution answers 503 until the cache is fed');
 
+  const pinned = config.registration.hubUrl;
+  if (pinned !== undefined && stored.identity && stored.identity.hubUrl !== pinned) {
+    // Registered with another hub before the pin was set (perhaps by a stranger): never talk to it.
+    throw new Error(
+      `the stored runtime identity names hub ${stored.identity.hubUrl}, not SVC_HUB_URL (${pinned}): reset the identity (docs/operations.md#post-runtimeidentity) and register again`,
+    );
+  }
   // Key material from the hub and from syncs arrives wrapped under the master key (raw only if allowed).
   const readMaterial = wrappedMaterialReader(masterKey.key, storeConfig.allowRawKeyMaterial);
   const agent = new RuntimeAgent({
