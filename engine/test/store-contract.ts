@@ -191,7 +191,10 @@ export function describeStoreContract(driverName: string, target: StoreContractT
       await second.restore();
       expect(second.cache.current.configured).toBe(true);
       expect(second.cache.current.runtimeVersion).toBe('r1');
-      expect(second.cache.counters.cell('k-gcm', 1).encryptions).toBe(41);
+      // Restored from the persisted reservation mark: never below the real count, at most a block above.
+      const restored = second.cache.counters.cell('k-gcm', 1).encryptions;
+      expect(restored).toBeGreaterThanOrEqual(41);
+      expect(restored).toBeLessThanOrEqual(41 + second.cache.counters.block);
     });
   });
 }
