@@ -44,11 +44,13 @@ export const ENGINE_MAIN = join(REPO_ROOT, 'engine', 'dist', 'main.js');
 export async function startEngine(options: EngineOptions = {}): Promise<RunningEngine> {
   const dataDir = await mkdtemp(join(tmpdir(), 'svc-engine-'));
   const port = options.port ?? (await freePort());
-  const opsPort = options.opsPort ?? (await freePort());
+  // SVC_OPS_SHARED=true puts the operations API on the execution listener (then opsUrl is url).
+  const shared = options.env?.SVC_OPS_SHARED === 'true';
+  const opsPort = shared ? port : (options.opsPort ?? (await freePort()));
   const env: Record<string, string> = {
     ...(process.env as Record<string, string>),
     SVC_PORT: String(port),
-    SVC_OPS_PORT: String(opsPort),
+    ...(shared ? {} : { SVC_OPS_PORT: String(opsPort) }),
     SVC_HOST: '127.0.0.1',
     SVC_DATA_DIR: dataDir,
     SVC_LOG_LEVEL: 'warn',
