@@ -171,7 +171,7 @@ async function main(): Promise<void> {
     const ops = await buildOperationsApp({ operations, metrics, limits: config.limits, logger: log });
     apps.push(ops);
     const opsAddress = await ops.app.listen({ host: separate.host, port: separate.port });
-    // Logged at warn so a harness running at the default log level can find a port-0 listener's address.
+    // At warn, the level test harnesses keep, so a harness can find a port-0 listener's address.
     log.warn({ operationsAddress: opsAddress }, 'operations API listening');
   } else {
     log.warn('operations API shares the execution listener (SVC_OPS_SHARED=true)');
