@@ -29,9 +29,16 @@ export interface EngineConfig {
   readonly limits: Limits;
   readonly store: StoreConfig;
   readonly hub: HubConfig;
-  /** A separate listener for the operations API and /metrics; absent: they share the main listener. */
+  /**
+   * The operations API's own listener (loopback, port 8081 by default); absent only when the operator
+   * chose to share the execution listener (SVC_OPS_SHARED=true).
+   */
   readonly operationsListener?: { readonly host: string; readonly port: number };
   readonly audit: AuditConfig;
+  /** Who may register this engine's runtime identity (docs/operations.md#registration). */
+  readonly registration: RegistrationConfig;
+  /** Time a key version must have been RETIRED or DISABLED before it may be destroyed, in ms (SVC_KEY_DESTROY_GRACE_HOURS). */
+  readonly keyDestroyGraceMs: number;
 }
 
 /** The audit trail (docs/audit.md). */
@@ -46,6 +53,15 @@ export interface AuditConfig {
   readonly flushIntervalMs: number;
   /** The file is fsynced at least this often, in ms (SVC_AUDIT_FSYNC_INTERVAL_MS). */
   readonly fsyncIntervalMs: number;
+}
+
+export interface RegistrationConfig {
+  /** SVC_HUB_URL: the only hub this engine may be registered with; absent: any hub (first come). */
+  readonly hubUrl?: string;
+  /** SVC_REGISTRATION_TOKEN: the first registration must present it; never logged. */
+  readonly token?: string;
+  /** SVC_REGISTRATION_TOKEN_FILE: a file holding the token (read at start). */
+  readonly tokenFile?: string;
 }
 
 export interface StoreConfig {
@@ -117,13 +133,23 @@ function databaseUrl(env: Env): string | undefined {
   return raw;
 }
 
-function operationsListener(env: Env): EngineConfig['operationsListener'] {
-  if (env.SVC_OPS_PORT === undefined || env.SVC_OPS_PORT === '') {
-    if (env.SVC_OPS_HOST) throw new ConfigError('SVC_OPS_HOST needs SVC_OPS_PORT (the separate operations listener)');
+export const DEFAULT_OPS_PORT = 8081;
+
+function operationsListener(env: Env, executionPort: number): EngineConfig['operationsListener'] {
+  if (flag(env, 'SVC_OPS_SHARED')) {
+    // Sharing is an explicit, risky choice: the first registration needs no header (docs/operations.md).
+    if (env.SVC_OPS_PORT || env.SVC_OPS_HOST) {
+      throw new ConfigError('SVC_OPS_SHARED=true serves the operations API on the execution listener: unset SVC_OPS_HOST and SVC_OPS_PORT');
+    }
     return undefined;
   }
-  const port = integer(env, 'SVC_OPS_PORT', 0, 0);
+  const port = integer(env, 'SVC_OPS_PORT', DEFAULT_OPS_PORT, 0);
   if (port > 65535) throw new ConfigError(`SVC_OPS_PORT must be at most 65535, got "${env.SVC_OPS_PORT}"`);
+  if (port !== 0 && port === executionPort) {
+    throw new ConfigError(
+      `SVC_OPS_PORT (${port}) equals SVC_PORT: give the operations API its own port, or set SVC_OPS_SHARED=true to share the execution listener`,
+    );
+  }
   // Loopback unless told otherwise, even when the execution API listens on all interfaces.
   return { host: env.SVC_OPS_HOST || '127.0.0.1', port };
 }
@@ -144,6 +170,31 @@ function auditConfig(env: Env, dataDir: string): AuditConfig {
     flushIntervalMs: integer(env, 'SVC_AUDIT_FLUSH_INTERVAL_MS', 200),
     fsyncIntervalMs: integer(env, 'SVC_AUDIT_FSYNC_INTERVAL_MS', 1000),
   };
+}
+
+function registration(env: Env): RegistrationConfig {
+  let hubUrl: string | undefined;
+  if (env.SVC_HUB_URL) {
+    let url: URL | undefined;
+    try {
+      url = new URL(env.SVC_HUB_URL);
+    } catch {
+      url = undefined;
+    }
+    if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.username || url.password || url.search || url.hash) {
+      throw new ConfigError('SVC_HUB_URL must be an absolute http or https URL without credentials, query or fragment');
+    }
+    // The same normalization registration applies to hubUrl, so the two compare as equal.
+    hubUrl = url.toString().replace(/\/+$/, '');
+  }
+  const token = env.SVC_REGISTRATION_TOKEN || undefined;
+  const tokenFile = env.SVC_REGISTRATION_TOKEN_FILE ? resolve(env.SVC_REGISTRATION_TOKEN_FILE) : undefined;
+  if (token !== undefined && tokenFile !== undefined) {
+    throw new ConfigError('set only one of SVC_REGISTRATION_TOKEN and SVC_REGISTRATION_TOKEN_FILE');
+  }
+  // Never echo the token itself.
+  if (token !== undefined && token.length < 16) throw new ConfigError('SVC_REGISTRATION_TOKEN must be at least 16 characters');
+  return { hubUrl, token, tokenFile };
 }
 
 export function loadConfig(env: Env = process.env, argv: readonly string[] = process.argv.slice(2)): EngineConfig {
@@ -195,7 +246,9 @@ export function loadConfig(env: Env = process.env, argv: readonly string[] = pro
       statsTimeoutMs: integer(env, 'SVC_STATS_TIMEOUT_MS', 3_000),
     },
     // Keeps the operations API off the application network (docs/operations.md).
-    operationsListener: operationsListener(env),
     audit: auditConfig(env, resolve(env.SVC_DATA_DIR || 'data')),
+    operationsListener: operationsListener(env, port),
+    registration: registration(env),
+    keyDestroyGraceMs: integer(env, 'SVC_KEY_DESTROY_GRACE_HOURS', 168, 0) * 3_600_000,
   };
 }

@@ -2,10 +2,11 @@
 // loaded into the runtime cache before anything is served) → bootstrap file or dev seed → app(s) →
 // heartbeat loop. SIGTERM/SIGINT drain in-flight requests, stop the loop and close the store.
 import { readFileSync } from 'node:fs';
+import { chmod, mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { openAuditTrail } from './audit/open-audit.js';
-import { ConfigError, type EngineConfig, loadConfig } from './config.js';
+import { ConfigError, type EngineConfig, loadConfig, type RegistrationConfig } from './config.js';
 import { ExecutionService } from './core/execution-service.js';
 import { RuntimeCache } from './core/runtime-cache.js';
 import { buildApp, buildOperationsApp, type EngineApp } from './http/app.js';
@@ -13,6 +14,7 @@ import { createMetrics } from './http/metrics.js';
 import type { OperationsDeps } from './http/routes/operations/index.js';
 import { HeartbeatLoop } from './hub/heartbeat-loop.js';
 import { HubClient } from './hub/hub-client.js';
+import { registerHubMetrics } from './hub/hub-metrics.js';
 import { RuntimeAgent } from './hub/runtime-agent.js';
 import { CacheManager } from './store/cache-manager.js';
 import { wrappedMaterialReader } from './store/key-material.js';
@@ -38,6 +40,20 @@ const CAPABILITIES = [
   'audit',
 ];
 
+/** SVC_REGISTRATION_TOKEN, or the first line of SVC_REGISTRATION_TOKEN_FILE; never logged. */
+async function readRegistrationToken(settings: RegistrationConfig): Promise<string | undefined> {
+  if (settings.tokenFile === undefined) return settings.token;
+  let text: string;
+  try {
+    text = await readFile(settings.tokenFile, 'utf8');
+  } catch (error) {
+    throw new Error(`SVC_REGISTRATION_TOKEN_FILE: cannot read ${settings.tokenFile} (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})`);
+  }
+  const token = text.trim();
+  if (token.length < 16) throw new Error('SVC_REGISTRATION_TOKEN_FILE must hold a token of at least 16 characters');
+  return token;
+}
+
 async function main(): Promise<void> {
   let config: EngineConfig;
   try {
@@ -49,8 +65,19 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  const log = pino({ level: config.logLevel, redact: ['req.headers["x-svc-tenant-id"]'] });
+  const log = pino({
+    level: config.logLevel,
+    redact: ['req.headers["x-svc-tenant-id"]', 'req.headers["x-svc-registration-token"]'],
+  });
   const { store: storeConfig, hub: hubConfig } = config;
+  // Everything the engine writes (the store's files, dev-mode material) is private to its user: files
+  // 0600, directories 0700, whatever the inherited umask; an existing data directory is tightened too.
+  process.umask(0o077);
+  await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
+  await chmod(config.dataDir, 0o700).catch((error: NodeJS.ErrnoException) =>
+    log.warn({ dataDir: config.dataDir, err: error.code }, 'could not make the data directory private (0700): check its owner'),
+  );
+  const registrationToken = await readRegistrationToken(config.registration);
 
   const masterKey = await loadMasterKey(
     { value: storeConfig.masterKey, file: storeConfig.masterKeyFile, devMode: config.devMode, dataDir: config.dataDir },
@@ -85,6 +112,13 @@ async function main(): Promise<void> {
   );
   if (!cache.current.configured) log.warn('no policies or keys loaded: execution answers 503 until the cache is fed');
 
+  const pinned = config.registration.hubUrl;
+  if (pinned !== undefined && stored.identity && stored.identity.hubUrl !== pinned) {
+    // Registered with another hub before the pin was set (perhaps by a stranger): never talk to it.
+    throw new Error(
+      `the stored runtime identity names hub ${stored.identity.hubUrl}, not SVC_HUB_URL (${pinned}): reset the identity (docs/operations.md#post-runtimeidentity) and register again`,
+    );
+  }
   // Key material from the hub and from syncs arrives wrapped under the master key (raw only if allowed).
   const readMaterial = wrappedMaterialReader(masterKey.key, storeConfig.allowRawKeyMaterial);
   const agent = new RuntimeAgent({
@@ -94,7 +128,13 @@ async function main(): Promise<void> {
     engineVersion: version,
     log,
     identity: stored.identity,
+    registration: { pinnedHubUrl: config.registration.hubUrl, token: registrationToken },
   });
+  if (!stored.identity && !config.registration.hubUrl && registrationToken === undefined) {
+    log.warn(
+      'unregistered and neither SVC_HUB_URL nor SVC_REGISTRATION_TOKEN is set: whoever reaches the operations listener first may register this engine',
+    );
+  }
   const operations: OperationsDeps = {
     agent,
     manager,
@@ -103,6 +143,7 @@ async function main(): Promise<void> {
     providerFamily: 'software',
     capabilities: CAPABILITIES,
     statsTimeoutMs: hubConfig.statsTimeoutMs,
+    keyDestroyGraceMs: config.keyDestroyGraceMs,
   };
   const metrics = createMetrics({
     cache,
@@ -110,6 +151,7 @@ async function main(): Promise<void> {
     storeAvailable: () => manager.health.available,
     engineVersion: version,
   });
+  registerHubMetrics(metrics.registry, agent);
   const separate = config.operationsListener;
   // Every execution and operations call is recorded (docs/audit.md).
   const audit = openAuditTrail(config.audit, masterKey.key, log);
@@ -135,7 +177,10 @@ async function main(): Promise<void> {
     const ops = await buildOperationsApp({ operations, metrics, limits: config.limits, logger: log, audit });
     apps.push(ops);
     const opsAddress = await ops.app.listen({ host: separate.host, port: separate.port });
-    log.info({ address: opsAddress }, 'operations API listening');
+    // At warn, the level test harnesses keep, so a harness can find a port-0 listener's address.
+    log.warn({ operationsAddress: opsAddress }, 'operations API listening');
+  } else {
+    log.warn('operations API shares the execution listener (SVC_OPS_SHARED=true)');
   }
   log.info({ address, version, status: agent.status }, 'engine listening');
 

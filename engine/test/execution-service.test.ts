@@ -346,11 +346,11 @@ describe('not configured', () => {
     expect(service.encryptOne({ data: 'x', policyCode: 'PII_GCM' }).ok).toBe(true);
   });
 
-  it('counts policies without keys as not configured, and a cleared cache too', () => {
+  it('counts policies without keys as not configured, and an empty cache too', () => {
     const { service, cache } = serviceWith({ policies: standardContent().policies, keys: [] });
     expect(thrown(() => service.encryptOne({ data: 'x', policyCode: 'PII_GCM' })).code).toBe('NOT_CONFIGURED');
     cache.replace({ ...standardContent(), runtimeVersion: 'x' });
-    cache.clear();
+    cache.replace({ policies: [], keys: [], runtimeVersion: '' });
     expect(thrown(() => service.encryptOne({ data: 'x', policyCode: 'PII_GCM' })).code).toBe('NOT_CONFIGURED');
   });
 });

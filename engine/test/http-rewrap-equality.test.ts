@@ -3,7 +3,7 @@
 // transport, and finding equal values across both versions.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MAX_EQUALITY_TERMS } from '../src/core/execution-service.js';
-import type { KeyRecord, PolicyRecord } from '../src/core/records.js';
+import type { PolicyRecord, RecordStatus } from '../src/core/records.js';
 import { BINARY_FRAME_TYPE, decodeResponseFrame, encodeRequestFrame } from '../src/http/codecs/binary-frame.js';
 import { GCM_KEY_V1, GCM_KEY_V2, key, SIV_KEY_V1, standardContent } from './support/fixtures.js';
 import { JSON_HEADERS, type TestApp, testApp } from './support/http.js';
@@ -25,7 +25,7 @@ function keyVersionOf(ciphertext: string): number {
 }
 
 /** The standard content plus version 2 of both keys (optionally with other states for version 1). */
-function rotated(v1Status: KeyRecord['status'] = 'ACTIVE', policies?: PolicyRecord[]) {
+function rotated(v1Status: RecordStatus = 'ACTIVE', policies?: PolicyRecord[]) {
   const base = standardContent();
   return {
     policies: policies ?? base.policies,

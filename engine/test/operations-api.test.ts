@@ -169,10 +169,25 @@ describe('cache sync', () => {
       success: true,
       count: 1,
     });
-    expect(w.manager.cache.current.policies.map((p) => p.policyCode)).toEqual(['C']);
-    await call(w, 'POST', '/cache/keys/sync', { keys: [wrappedKey(w, 1).record, wrappedKey(w, 2).record] });
+    // Records a full sync leaves out are RETIRED (decrypt only), never dropped; DISABLED stays DISABLED.
+    const statuses = () => Object.fromEntries(w?.manager.cache.current.policies.map((p) => [p.policyCode, p.status]) ?? []);
+    expect(statuses()).toEqual({ A: 'DISABLED', B: 'RETIRED', C: 'ACTIVE' });
+    expect((await call(w, 'GET', '/cache/status')).json()).toEqual({ policyCount: 2, keyCount: 0 });
+    const second = wrappedKey(w, 2).record;
+    await call(w, 'POST', '/cache/keys/sync', { keys: [wrappedKey(w, 1).record, second] });
     await call(w, 'POST', '/cache/keys/sync-all', { keys: [wrappedKey(w, 3).record] });
-    expect(w.manager.cache.current.keys.map((k) => k.version)).toEqual([3]);
+    expect(w.manager.cache.current.keys.map((k) => `${k.version}:${k.status}`).sort()).toEqual([
+      '1:RETIRED',
+      '2:RETIRED',
+      '3:ACTIVE',
+    ]);
+    // A later sync listing a retired version restores it.
+    await call(w, 'POST', '/cache/keys/sync', { keys: [second] });
+    expect(w.manager.cache.current.key('ops-gcm', 2)?.status).toBe('ACTIVE');
+    // ...but never with other material under the same version.
+    const swapped = await call(w, 'POST', '/cache/keys/sync', { keys: [wrappedKey(w, 2).record] });
+    expect(swapped.statusCode).toBe(409);
+    expect(swapped.json().error).toMatch(/^key ops-gcm version 2 already holds other material/);
   });
 
   it('answers 400 with the spec message for an empty payload (and the matching one for keys)', async () => {
@@ -219,19 +234,30 @@ describe('cache sync', () => {
     expect((await call(w, 'POST', '/cache/keys/sync', { key: raw })).json()).toEqual({ success: true, count: 1 });
   });
 
-  it('clears the cache: execution answers 503 until the next sync', async () => {
+  it('clears the cache: encryption stops until the next sync, old ciphertexts still decrypt', async () => {
     w = await operationsWorld();
     await call(w, 'POST', '/cache/keys/sync', { key: wrappedKey(w, 1).record });
     await call(w, 'POST', '/cache/policies/sync', { policy: policy('P') });
     const encrypt = () =>
       w?.engine.app.inject({ method: 'POST', url: '/api/encrypt', headers: json, payload: { data: 'x', policyCode: 'P' } });
-    expect((await encrypt())?.statusCode).toBe(200);
+    const sealed = await encrypt();
+    expect(sealed?.statusCode).toBe(200);
     expect((await call(w, 'POST', '/cache/clear')).json()).toEqual({ success: true });
     expect((await call(w, 'GET', '/cache/status')).json()).toEqual({ policyCount: 0, keyCount: 0 });
     const refused = await encrypt();
-    expect(refused?.statusCode).toBe(503);
-    expect(refused?.json()).toEqual({ error: 'crypto service is not configured' });
-    expect((await w.store.load()).snapshot.policies).toEqual([]);
+    expect(refused?.statusCode).toBe(409);
+    expect(refused?.json().error).toMatch(/^policy P is retired/);
+    const opened = await w.engine.app.inject({
+      method: 'POST',
+      url: '/api/decrypt',
+      headers: json,
+      payload: { data: sealed?.json().data },
+    });
+    expect(opened.json()).toEqual({ success: true, data: 'x', policyCode: 'P' });
+    const stored = (await w.store.load()).snapshot;
+    expect(stored.runtimeVersion).toBe('');
+    expect(stored.policies.map((p) => p.status)).toEqual(['RETIRED']);
+    expect(stored.keys.map((k) => k.status)).toEqual(['RETIRED']);
   });
 
   it('reports a store outage on sync clearly (503) and changes nothing', async () => {

@@ -7,12 +7,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { generateDevBootstrap } from '../src/core/bootstrap.js';
+import { ExecutionService } from '../src/core/execution-service.js';
 import { RuntimeCache } from '../src/core/runtime-cache.js';
 import { CacheManager } from '../src/store/cache-manager.js';
 import { silentLogger } from '../src/store/logger.js';
 import { seed } from '../src/store/seed.js';
 import { SnapshotStore } from '../src/store/snapshot-store.js';
 import { closeSharedDb, sharedDb } from './support/hub-fixtures.js';
+import { TEST_LIMITS } from './support/http.js';
 
 let dir: string;
 const masterKey = randomBytes(32);
@@ -71,7 +73,32 @@ describe('seed', () => {
     const second = await manager(id);
     await seed(second, { devMode: true, dataDir: dir, masterKey }, silentLogger);
     expect(Buffer.from(second.cache.current.keys[0]?.material ?? []).toString('hex')).toBe(material);
-    expect(await readdir(dir)).toEqual([]);
+    // Only the record of the last demo key version generated stays beside the store (no key material).
+    expect(await readdir(dir)).toEqual(['dev-key-versions.json']);
+  });
+
+  it('never generates demo keys again under a version that was used: not after a cache clear, not after a lost store', async () => {
+    const id = `seed-${randomBytes(4).toString('hex')}`;
+    const first = await manager(id);
+    await seed(first, { devMode: true, dataDir: dir, masterKey }, silentLogger);
+    const execution = new ExecutionService(first.cache, TEST_LIMITS);
+    const sealed = execution.encryptOne({ data: 'demo', policyCode: 'DEMO_RANDOM' }).data;
+    const v1 = first.cache.current.policyByCode('DEMO_RANDOM') && first.cache.current.keys.find((k) => k.alias === 'demo-gcm')?.version;
+    await first.clear();
+    await seed(first, { devMode: true, dataDir: dir, masterKey }, silentLogger);
+    const versions = first.cache.current.keys.filter((k) => k.alias === 'demo-gcm').map((k) => `${k.version}:${k.status}`);
+    expect(versions).toHaveLength(2);
+    expect(versions).toContain(`${v1}:RETIRED`);
+    expect(execution.decryptOne({ data: sealed }).data).toBe('demo');
+    const v2 = first.cache.current.encryptContext(first.cache.current.policyByCode('DEMO_RANDOM')!);
+    expect('key' in v2 && v2.key.version).toBeGreaterThan(v1 as number);
+    // A lost store (another engine id, same data directory): still a version never used here.
+    const lost = await manager(`seed-${randomBytes(4).toString('hex')}`);
+    await seed(lost, { devMode: true, dataDir: dir, masterKey }, silentLogger);
+    const v3 = lost.cache.current.keys.find((k) => k.alias === 'demo-gcm')?.version as number;
+    expect(v3).toBeGreaterThan('key' in v2 ? v2.key.version : 0);
+    const other = new ExecutionService(lost.cache, TEST_LIMITS);
+    expect(() => other.decryptOne({ data: sealed })).toThrow(/key not found: demo-gcm version/);
   });
 
   it('imports a plain dev key file left by earlier versions and removes it', async () => {

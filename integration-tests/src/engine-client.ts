@@ -23,7 +23,8 @@ async function call(url: string, method: string, body: unknown, headers: Record<
   return { status: response.status, body: parsed };
 }
 
-export function engineClient(engineUrl: string, tenantId: string) {
+/** `opsUrl`: the operations listener (its own port by default); the execution URL when shared. */
+export function engineClient(engineUrl: string, tenantId: string, opsUrl = engineUrl) {
   return {
     async encrypt(data: string, policyCode: string): Promise<string> {
       const result = await call(`${engineUrl}/api/encrypt`, 'POST', { data, policyCode }, {});
@@ -36,11 +37,11 @@ export function engineClient(engineUrl: string, tenantId: string) {
       return result.body.data as string;
     },
     ops(method: 'GET' | 'POST', path: string, body?: unknown): Promise<CallResult> {
-      return call(`${engineUrl}/engine/api/v1${path}`, method, body, { 'x-svc-tenant-id': tenantId });
+      return call(`${opsUrl}/engine/api/v1${path}`, method, body, { 'x-svc-tenant-id': tenantId });
     },
     // eslint-disable-next-line @typescript-eslint/no-explicit-any -- runtime info as the engine reports it.
     async info(): Promise<any> {
-      return (await call(`${engineUrl}/engine/api/v1/runtime/info`, 'GET', undefined, { 'x-svc-tenant-id': tenantId }))
+      return (await call(`${opsUrl}/engine/api/v1/runtime/info`, 'GET', undefined, { 'x-svc-tenant-id': tenantId }))
         .body;
     },
   };

@@ -1,5 +1,5 @@
 // Starts the engine as a real process, the way the README starts it (`node engine/dist/main.js` after
-// `npm run build`), on a free port with its own data directory, waits for GET /api/health to answer 200,
+// `npm run build`), on a free port (and a free operations port) with its own data directory, waits for GET /api/health to answer 200,
 // and stops it. Tests either pass a bootstrap document (known keys, so ciphertexts survive a restart)
 // or use dev mode (the demo policies DEMO_RANDOM and DEMO_DETERMINISTIC with fresh keys).
 import { randomBytes } from 'node:crypto';
@@ -16,6 +16,8 @@ export interface EngineOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** A fixed port (e.g. to restart on the same address); default: a free one. */
   readonly port?: number;
+  /** A fixed operations API port; default: a free one. */
+  readonly opsPort?: number;
   /** How long to wait for health; default 30 s. */
   readonly startTimeoutMs?: number;
 }
@@ -24,6 +26,8 @@ export interface RunningEngine {
   /** `http://127.0.0.1:<port>` */
   readonly url: string;
   readonly port: number;
+  /** The operations API (`/engine/api/v1`, its own loopback listener): `http://127.0.0.1:<opsPort>` */
+  readonly opsUrl: string;
   readonly dataDir: string;
   /** Everything the process wrote so far (stdout and stderr). */
   output(): string;
@@ -40,9 +44,13 @@ export const ENGINE_MAIN = join(REPO_ROOT, 'engine', 'dist', 'main.js');
 export async function startEngine(options: EngineOptions = {}): Promise<RunningEngine> {
   const dataDir = await mkdtemp(join(tmpdir(), 'svc-engine-'));
   const port = options.port ?? (await freePort());
+  // SVC_OPS_SHARED=true puts the operations API on the execution listener (then opsUrl is url).
+  const shared = options.env?.SVC_OPS_SHARED === 'true';
+  const opsPort = shared ? port : (options.opsPort ?? (await freePort()));
   const env: Record<string, string> = {
     ...(process.env as Record<string, string>),
     SVC_PORT: String(port),
+    ...(shared ? {} : { SVC_OPS_PORT: String(opsPort) }),
     SVC_HOST: '127.0.0.1',
     SVC_DATA_DIR: dataDir,
     SVC_LOG_LEVEL: 'warn',
@@ -68,6 +76,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<RunningE
   return {
     url,
     port,
+    opsUrl: `http://127.0.0.1:${opsPort}`,
     dataDir,
     output: proc.output,
     stop,

@@ -10,6 +10,8 @@ import { freePort } from './postgres-harness.js';
 
 export interface SupervisedEngine {
   readonly url: string;
+  /** The operations API on its own loopback listener. */
+  readonly opsUrl: string;
   readonly dataDir: string;
   output(): string;
   start(): Promise<void>;
@@ -21,10 +23,12 @@ export interface SupervisedEngine {
 export async function superviseEngine(env: Readonly<Record<string, string>>): Promise<SupervisedEngine> {
   const dataDir = await mkdtemp(join(tmpdir(), 'svc-engine-fault-'));
   const port = await freePort();
+  const opsPort = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const fullEnv = {
     ...(process.env as Record<string, string>),
     SVC_PORT: String(port),
+    SVC_OPS_PORT: String(opsPort),
     SVC_HOST: '127.0.0.1',
     SVC_DATA_DIR: dataDir,
     SVC_LOG_LEVEL: 'info',
@@ -37,6 +41,7 @@ export async function superviseEngine(env: Readonly<Record<string, string>>): Pr
   await start();
   return {
     url,
+    opsUrl: `http://127.0.0.1:${opsPort}`,
     dataDir,
     output: proc.output,
     start,

@@ -31,9 +31,9 @@ beforeAll(async () => {
     SVC_HUB_TIMEOUT_MS: '1000',
     SVC_STORE_FLUSH_INTERVAL_MS: '300',
   });
-  client = engineClient(engine.url, TENANT);
-  await hub.admin('POST', `/tenants/${TENANT}/register`, { engineUrl: engine.url });
-  await hub.admin('POST', `/tenants/${TENANT}/push`, { engineUrl: engine.url, mode: 'full' });
+  client = engineClient(engine.url, TENANT, engine.opsUrl);
+  await hub.admin('POST', `/tenants/${TENANT}/register`, { engineUrl: engine.opsUrl });
+  await hub.admin('POST', `/tenants/${TENANT}/push`, { engineUrl: engine.opsUrl, mode: 'full' });
 });
 
 afterAll(async () => {
@@ -73,7 +73,7 @@ describe('engine and hub as real processes', () => {
     await hub.admin('POST', `/tenants/${TENANT}/keys`, { alias: 'card-gcm', algorithm: 'AES-256-GCM' });
     await hub.admin('PUT', `/tenants/${TENANT}/policies/CARD`, { algorithm: 'AES-256-GCM', keyAlias: 'card-gcm' });
     const pushed = await hub.admin<{ runtimeVersion: string }>('POST', `/tenants/${TENANT}/push`, {
-      engineUrl: engine.url,
+      engineUrl: engine.opsUrl,
       mode: 'incremental',
     });
     expect((await client.info()).runtimeVersion).toBe(pushed.runtimeVersion);

@@ -41,8 +41,8 @@ beforeAll(async () => {
     SVC_STORE_FLUSH_INTERVAL_MS: '200',
     SVC_STORE_TIMEOUT_MS: '1000',
   });
-  client = engineClient(engine.url, TENANT);
-  await hub.admin('POST', `/tenants/${TENANT}/register`, { engineUrl: engine.url });
+  client = engineClient(engine.url, TENANT, engine.opsUrl);
+  await hub.admin('POST', `/tenants/${TENANT}/register`, { engineUrl: engine.opsUrl });
   await eventually('the engine applied the hub snapshot', async () => (await client.info()).cache.policyCount === 1);
 });
 

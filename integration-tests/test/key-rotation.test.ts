@@ -53,9 +53,9 @@ beforeAll(async () => {
   await hub.admin('PUT', `/tenants/${TENANT}/policies/PII_SSN`, { algorithm: 'AES-256-SIV', keyAlias: 'pii-siv' });
   // The audit file is on by default, in the data directory; flushed often so the test reads it soon.
   engine = await superviseEngine({ SVC_MASTER_KEY: MASTER_KEY, SVC_AUDIT_FLUSH_INTERVAL_MS: '50' });
-  client = engineClient(engine.url, TENANT);
-  await hub.admin('POST', `/tenants/${TENANT}/register`, { engineUrl: engine.url });
-  await hub.admin('POST', `/tenants/${TENANT}/push`, { engineUrl: engine.url, mode: 'full' });
+  client = engineClient(engine.url, TENANT, engine.opsUrl);
+  await hub.admin('POST', `/tenants/${TENANT}/register`, { engineUrl: engine.opsUrl });
+  await hub.admin('POST', `/tenants/${TENANT}/push`, { engineUrl: engine.opsUrl, mode: 'full' });
   dbUrl = await createDatabase(adminUrl, DB);
 });
 
@@ -73,7 +73,7 @@ describe('a key rotation from the hub', () => {
 
     await hub.admin('POST', `/tenants/${TENANT}/keys/pii-gcm/rotate`);
     await hub.admin('POST', `/tenants/${TENANT}/keys/pii-siv/rotate`);
-    await hub.admin('POST', `/tenants/${TENANT}/push`, { engineUrl: engine.url, mode: 'incremental' });
+    await hub.admin('POST', `/tenants/${TENANT}/push`, { engineUrl: engine.opsUrl, mode: 'incremental' });
 
     const newSsn = await client.encrypt('123-45-6789', 'PII_SSN');
     expect(keyVersionOf(newSsn)).toBe(2);

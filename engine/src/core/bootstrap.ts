@@ -4,7 +4,13 @@
 import { randomBytes } from 'node:crypto';
 import { KEY_LENGTHS } from './aead.js';
 import { errors } from './errors.js';
-import { type MaterialReader, parseKeyRecord, parsePolicyRecord, readRawMaterial } from './records.js';
+import {
+  type MaterialReader,
+  parseKeyRecord,
+  parsePolicyRecord,
+  readRawMaterial,
+  runtimeVersionProblem,
+} from './records.js';
 import type { SnapshotContent } from './runtime-snapshot.js';
 
 export const DEMO_POLICIES = {
@@ -18,18 +24,21 @@ export function parseBootstrap(doc: unknown, readMaterial: MaterialReader = read
   const { policies, keys, runtimeVersion } = doc as Record<string, unknown>;
   if (!Array.isArray(policies) || !Array.isArray(keys))
     throw errors.invalid('bootstrap: policies and keys must be arrays');
-  if (runtimeVersion !== undefined && typeof runtimeVersion !== 'string') {
-    throw errors.invalid('bootstrap: runtimeVersion must be a string');
-  }
+  const problem = runtimeVersion === undefined ? undefined : runtimeVersionProblem(runtimeVersion);
+  if (problem) throw errors.invalid(`bootstrap: ${problem}`);
   return {
     policies: policies.map((p, i) => parsePolicyRecord(p, `policies[${i}]`)),
     keys: keys.map((k, i) => parseKeyRecord(k, `keys[${i}]`, readMaterial)),
-    runtimeVersion: runtimeVersion ?? 'bootstrap',
+    runtimeVersion: (runtimeVersion as string | undefined) ?? 'bootstrap',
   };
 }
 
-/** A bootstrap document with one randomized and one deterministic demo policy and fresh keys. */
-export function generateDevBootstrap(): Record<string, unknown> {
+/**
+ * A bootstrap document with one randomized and one deterministic demo policy and fresh keys under
+ * `version`: the caller picks a version never used before, so a ciphertext made under an earlier demo
+ * key never meets a different key under the same version.
+ */
+export function generateDevBootstrap(version = 1): Record<string, unknown> {
   return {
     runtimeVersion: 'dev',
     policies: [
@@ -53,14 +62,14 @@ export function generateDevBootstrap(): Record<string, unknown> {
     keys: [
       {
         alias: 'demo-gcm',
-        version: 1,
+        version,
         algorithm: 'AES-256-GCM',
         status: 'ACTIVE',
         material: randomBytes(KEY_LENGTHS['AES-256-GCM']).toString('base64'),
       },
       {
         alias: 'demo-siv',
-        version: 1,
+        version,
         algorithm: 'AES-256-SIV',
         status: 'ACTIVE',
         material: randomBytes(KEY_LENGTHS['AES-256-SIV']).toString('base64'),

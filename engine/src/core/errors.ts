@@ -39,6 +39,11 @@ const CATALOGUE = {
   NOT_DETERMINISTIC: { status: 400, shape: 'result' },
   TOO_MANY_KEY_VERSIONS: { status: 409, shape: 'result' },
   AUDIT_UNAVAILABLE: { status: 503, shape: 'result' },
+  // Key states and registration hardening (docs/operations.md).
+  KEY_BELOW_MIN_VERSION: { status: 409, shape: 'result' },
+  HUB_NOT_ALLOWED: { status: 409, shape: 'plain' },
+  KEY_STATE_CONFLICT: { status: 409, shape: 'plain' },
+  OPERATION_NOT_FOUND: { status: 404, shape: 'plain' },
 } as const satisfies Record<string, { status: number; shape: ErrorShape }>;
 
 export type ErrorCode = keyof typeof CATALOGUE;
@@ -112,4 +117,13 @@ export const errors = {
     ),
   auditUnavailable: () =>
     new EngineError('AUDIT_UNAVAILABLE', 'audit trail unavailable: requests are refused until it can be written'),
+  keyBelowMinVersion: (alias: string, version: number, min: number) =>
+    new EngineError(
+      'KEY_BELOW_MIN_VERSION',
+      `key ${alias} version ${version} is below the minimum decryption version ${min}`,
+    ),
+  hubNotAllowed: () =>
+    new EngineError('HUB_NOT_ALLOWED', 'hubUrl is not the hub this engine is pinned to (SVC_HUB_URL)'),
+  keyStateConflict: (detail: string) => new EngineError('KEY_STATE_CONFLICT', detail),
+  operationNotFound: (detail: string) => new EngineError('OPERATION_NOT_FOUND', detail),
 };

@@ -15,7 +15,7 @@ import {
   parseEnvelope,
 } from './ciphertext-envelope.js';
 import { EngineError, errors } from './errors.js';
-import { decryptableVersions, mayDecrypt } from './key-rules.js';
+import { decryptableVersions } from './key-rules.js';
 import {
   checkPolicyRef,
   describeRef,
@@ -158,8 +158,9 @@ export class ExecutionService {
     const policy = snapshot.policyByCode(envelope.policyCode);
     if (!policy) throw errors.policyNotFound(envelope.policyCode);
     if (policy.status === 'DISABLED') throw errors.policyNotUsable(policy.policyCode, 'is disabled');
-    const key = snapshot.key(policy.keyAlias, envelope.keyVersion);
-    if (!mayDecrypt(snapshot, key)) throw errors.keyNotFound(policy.keyAlias, envelope.keyVersion);
+    // Which key states may decrypt is the snapshot's rule (RETIRED yes; DISABLED, destroyed, below minimum no).
+    const key = snapshot.decryptKey(policy.keyAlias, envelope.keyVersion);
+    if (key instanceof EngineError) throw key;
     if (ALGORITHM_IDS[key.aead.algorithm] !== envelope.algorithmId) throw errors.decryptionFailed();
     const plaintext = key.aead.open(envelope.sealed, envelope.aad);
     if (!plaintext) throw errors.decryptionFailed();

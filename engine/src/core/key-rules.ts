@@ -1,10 +1,11 @@
-// Which key versions may still decrypt. One rule, used by decrypt, rewrap and equality terms, so that
-// a change to the key lifecycle (new states, a minimum decryption version) is made here only.
+// Which key versions may still decrypt, for rewrap and equality terms. The rule itself (key states, the
+// minimum decryption version) is the snapshot's decryptKey, which decrypt uses directly.
+import { EngineError } from './errors.js';
 import type { PreparedKey, RuntimeSnapshot } from './runtime-snapshot.js';
 
 /** True when the snapshot holds this key version and its state lets it decrypt. */
-export function mayDecrypt(_snapshot: RuntimeSnapshot, key: PreparedKey | undefined): key is PreparedKey {
-  return key !== undefined && key.status !== 'DISABLED';
+export function mayDecrypt(snapshot: RuntimeSnapshot, key: PreparedKey | undefined): key is PreparedKey {
+  return key !== undefined && !(snapshot.decryptKey(key.alias, key.version) instanceof EngineError);
 }
 
 /** Every version of an alias that may decrypt, newest first. */

@@ -5,8 +5,15 @@ import { POLICY_CODE_PATTERN } from './ciphertext-envelope.js';
 import { errors } from './errors.js';
 
 export const RECORD_STATUSES = ['ACTIVE', 'DECRYPT_ONLY', 'DISABLED'] as const;
-/** ACTIVE: encrypt and decrypt. DECRYPT_ONLY: decrypt only. DISABLED: neither. */
+/** What a source may send. ACTIVE: encrypt and decrypt. DECRYPT_ONLY: decrypt only. DISABLED: neither (restorable). */
 export type RecordStatus = (typeof RECORD_STATUSES)[number];
+/**
+ * What the engine holds: a source's status, or RETIRED, which the engine itself gives a record its
+ * source stopped listing (a snapshot, a sync-all or a cache clear without it): decrypt only, kept in
+ * the store, restored by any later sync that lists it again. Nothing but an explicit destroy erases
+ * key material (DestroyedKey).
+ */
+export type HeldStatus = RecordStatus | 'RETIRED';
 
 export interface PolicyRecord {
   readonly policyCode: string;
@@ -14,16 +21,41 @@ export interface PolicyRecord {
   readonly policyVersion: number;
   readonly algorithm: Algorithm;
   readonly keyAlias: string;
-  readonly status: RecordStatus;
+  readonly status: HeldStatus;
 }
 
 export interface KeyRecord {
   readonly alias: string;
   readonly version: number;
   readonly algorithm: Algorithm;
-  readonly status: RecordStatus;
+  readonly status: HeldStatus;
   /** Raw key material. Held in memory only; persisted wrapped under the master key. */
   readonly material: Uint8Array;
+  /** When the version entered its current status (epoch ms; set by the engine, not by a source). */
+  readonly statusSince?: number;
+  /** A source's minimum decryption version for the whole alias, when the record carries one. */
+  readonly minDecryptionVersion?: number;
+}
+
+/** A key version whose material an operator destroyed: only its name is left, so it is never reused. */
+export interface DestroyedKey {
+  readonly alias: string;
+  readonly version: number;
+  readonly algorithm: Algorithm;
+  readonly destroyedAt: number;
+}
+
+/** String.prototype.isWellFormed (Node 20+) is in the ES2024 library, beyond the ES2023 one we compile against. */
+type WellFormedCheck = string & { isWellFormed(): boolean };
+
+/**
+ * A runtime version names a snapshot in logs, the store and the hub's comparisons: at most 128
+ * characters of well-formed Unicode (a lone surrogate would not survive UTF-8 storage unchanged).
+ */
+export function runtimeVersionProblem(value: unknown): string | undefined {
+  if (typeof value !== 'string' || value.length > 128) return 'runtimeVersion must be a string of at most 128 characters';
+  if (!(value as WellFormedCheck).isWellFormed()) return 'runtimeVersion must be well-formed Unicode (it contains a lone surrogate)';
+  return undefined;
 }
 
 /** Reads raw material out of a key record's fields (base64 `material`, or a wrapped form). */
@@ -97,11 +129,13 @@ export function parseKeyRecord(raw: unknown, where: string, readMaterial: Materi
   if (material.length !== KEY_LENGTHS[alg]) {
     throw errors.invalid(`${where}: ${alg} key material must be ${KEY_LENGTHS[alg]} bytes`);
   }
-  return {
+  const record: KeyRecord = {
     alias: text(raw, 'alias', where, NAME_PATTERN),
     version: version(raw, 'version', where),
     algorithm: alg,
     status: status(raw, where),
     material,
   };
+  if (raw.minDecryptionVersion === undefined || raw.minDecryptionVersion === null) return record;
+  return { ...record, minDecryptionVersion: version(raw, 'minDecryptionVersion', where) };
 }

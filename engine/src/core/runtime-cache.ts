@@ -43,10 +43,6 @@ export class RuntimeCache {
     });
   }
 
-  clear(): RuntimeSnapshot {
-    return this.replace({ policies: [], keys: [], runtimeVersion: '' });
-  }
-
   onChange(listener: SnapshotListener): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);

@@ -3,8 +3,8 @@
 // is a map lookup. A batch takes one snapshot and sees one consistent view even if a sync lands.
 import { type AeadKey, ALGORITHM_IDS, importKey } from './aead.js';
 import { associatedData, encodeHeader } from './ciphertext-envelope.js';
-import { type EngineError, errors } from './errors.js';
-import type { KeyRecord, PolicyRecord } from './records.js';
+import { EngineError, errors } from './errors.js';
+import type { DestroyedKey, KeyRecord, PolicyRecord } from './records.js';
 import type { UsageCell, UsageCounters } from './usage-counters.js';
 
 export interface PreparedKey {
@@ -28,6 +28,33 @@ export interface SnapshotContent {
   readonly keys: readonly KeyRecord[];
   /** Opaque version of the runtime as the hub (or the bootstrap source) names it. */
   readonly runtimeVersion: string;
+  /** Key versions whose material was destroyed: their names stay so they are never reused. */
+  readonly destroyed?: readonly DestroyedKey[];
+  /** Per alias: versions below this refuse to decrypt (and are never chosen to encrypt). */
+  readonly minDecryptionVersions?: ReadonlyMap<string, number>;
+}
+
+// Imported keys per record object: a snapshot built after an incremental sync reuses the previous
+// one's imports instead of importing every key again.
+const imported = new WeakMap<KeyRecord, AeadKey>();
+
+function importOnce(key: KeyRecord): AeadKey {
+  let aead = imported.get(key);
+  if (!aead) {
+    aead = importKey(key.algorithm, key.material);
+    imported.set(key, aead);
+  }
+  return aead;
+}
+
+/** Imports a content's keys ahead of building its snapshot, yielding to the event loop between chunks. */
+export async function prepareKeys(content: SnapshotContent, chunk = 500): Promise<void> {
+  let done = 0;
+  for (const key of content.keys) {
+    if (imported.has(key)) continue;
+    importOnce(key);
+    if (++done % chunk === 0) await new Promise((resolve) => setImmediate(resolve));
+  }
 }
 
 /**
@@ -37,6 +64,7 @@ export interface SnapshotContent {
 export function checkSnapshotContent(content: SnapshotContent): void {
   const named = new Map<string, string>();
   for (const p of content.policies) {
+    if (p.status === 'RETIRED') continue; // kept for decryption only; never resolved by name
     const id = `${p.policyName}\u0000${p.policyVersion}`;
     const other = named.get(id);
     if (other !== undefined && other !== p.policyCode) {
@@ -44,8 +72,15 @@ export function checkSnapshotContent(content: SnapshotContent): void {
     }
     named.set(id, p.policyCode);
   }
+  // One key per (alias, algorithm) is enough to find a mismatch: linear, not policies x keys.
+  const byAlias = new Map<string, Map<string, KeyRecord>>();
+  for (const k of content.keys) {
+    const algorithms = byAlias.get(k.alias) ?? new Map<string, KeyRecord>();
+    byAlias.set(k.alias, algorithms);
+    if (!algorithms.has(k.algorithm)) algorithms.set(k.algorithm, k);
+  }
   for (const p of content.policies) {
-    const mismatch = content.keys.find((k) => k.alias === p.keyAlias && k.algorithm !== p.algorithm);
+    const mismatch = [...(byAlias.get(p.keyAlias)?.values() ?? [])].find((k) => k.algorithm !== p.algorithm);
     if (mismatch) {
       throw errors.operationInvalid(
         `key ${mismatch.alias} version ${mismatch.version} is ${mismatch.algorithm} but policy ${p.policyCode} using it is ${p.algorithm}`,
@@ -58,6 +93,8 @@ export class RuntimeSnapshot implements SnapshotContent {
   readonly policies: readonly PolicyRecord[];
   readonly keys: readonly KeyRecord[];
   readonly runtimeVersion: string;
+  readonly destroyed: readonly DestroyedKey[];
+  readonly minDecryptionVersions: ReadonlyMap<string, number>;
   readonly #byCode = new Map<string, PolicyRecord>();
   readonly #byName = new Map<string, PolicyRecord[]>();
   readonly #keys = new Map<string, Map<number, PreparedKey>>();
@@ -68,6 +105,8 @@ export class RuntimeSnapshot implements SnapshotContent {
     this.policies = Object.freeze([...content.policies]);
     this.keys = Object.freeze([...content.keys]);
     this.runtimeVersion = content.runtimeVersion;
+    this.destroyed = Object.freeze([...(content.destroyed ?? [])]);
+    this.minDecryptionVersions = new Map(content.minDecryptionVersions ?? []);
     for (const key of this.keys) {
       const versions = this.#keys.get(key.alias) ?? new Map<number, PreparedKey>();
       this.#keys.set(key.alias, versions);
@@ -75,16 +114,17 @@ export class RuntimeSnapshot implements SnapshotContent {
         alias: key.alias,
         version: key.version,
         status: key.status,
-        aead: importKey(key.algorithm, key.material),
+        aead: importOnce(key),
         usage: counters.cell(key.alias, key.version),
       });
     }
     for (const policy of this.policies) {
       this.#byCode.set(policy.policyCode, policy);
+      this.#encrypt.set(policy.policyCode, this.#prepareEncrypt(policy));
+      if (policy.status === 'RETIRED') continue;
       const named = this.#byName.get(policy.policyName) ?? [];
       named.push(policy);
       this.#byName.set(policy.policyName, named);
-      this.#encrypt.set(policy.policyCode, this.#prepareEncrypt(policy));
     }
     for (const named of this.#byName.values()) named.sort((a, b) => a.policyVersion - b.policyVersion);
   }
@@ -93,12 +133,34 @@ export class RuntimeSnapshot implements SnapshotContent {
     return new RuntimeSnapshot({ policies: [], keys: [], runtimeVersion: '' }, counters);
   }
 
+  /** Policies the source lists (RETIRED ones are kept for decryption but not counted). */
   get policyCount(): number {
-    return this.policies.length;
+    return this.policies.filter((p) => p.status !== 'RETIRED').length;
   }
 
+  /** Key versions the source lists (RETIRED ones are kept for decryption but not counted). */
   get keyCount(): number {
-    return this.keys.length;
+    return this.keys.filter((k) => k.status !== 'RETIRED').length;
+  }
+
+  get retiredPolicyCount(): number {
+    return this.policies.length - this.policyCount;
+  }
+
+  get retiredKeyCount(): number {
+    return this.keys.length - this.keyCount;
+  }
+
+  /**
+   * The key a ciphertext names, if it may decrypt: ACTIVE, DECRYPT_ONLY and RETIRED versions may;
+   * DISABLED and destroyed ones are not found; versions below the alias's minimum are refused.
+   */
+  decryptKey(alias: string, version: number): PreparedKey | EngineError {
+    const key = this.#keys.get(alias)?.get(version);
+    if (!key || key.status === 'DISABLED') return errors.keyNotFound(alias, version);
+    const min = this.minDecryptionVersions.get(alias);
+    if (min !== undefined && version < min) return errors.keyBelowMinVersion(alias, version, min);
+    return key;
   }
 
   /** Execution needs at least one policy and one key; otherwise the engine answers 503. */
@@ -128,14 +190,23 @@ export class RuntimeSnapshot implements SnapshotContent {
 
   #prepareEncrypt(policy: PolicyRecord): EncryptContext | EngineError {
     if (policy.status !== 'ACTIVE') {
-      return errors.policyNotUsable(
-        policy.policyCode,
-        policy.status === 'DISABLED' ? 'is disabled' : 'is decrypt-only',
-      );
+      const reason = {
+        DISABLED: 'is disabled',
+        DECRYPT_ONLY: 'is decrypt-only',
+        RETIRED: 'is retired (no longer listed by its source; decrypt only)',
+      }[policy.status];
+      return errors.policyNotUsable(policy.policyCode, reason);
     }
+    // Never encrypt under a version the alias's minimum would refuse to decrypt.
+    const min = this.minDecryptionVersions.get(policy.keyAlias) ?? 0;
     let newest: PreparedKey | undefined;
     for (const key of this.#keys.get(policy.keyAlias)?.values() ?? []) {
-      if (key.status === 'ACTIVE' && key.aead.algorithm === policy.algorithm && key.version > (newest?.version ?? 0)) {
+      if (
+        key.status === 'ACTIVE' &&
+        key.version >= min &&
+        key.aead.algorithm === policy.algorithm &&
+        key.version > (newest?.version ?? 0)
+      ) {
         newest = key;
       }
     }

@@ -143,5 +143,7 @@ export async function buildOperationsApp(deps: OperationsAppDeps): Promise<Engin
   if (deps.metrics) await app.register(requestMetrics, { metrics: deps.metrics });
   await app.register(operationsRoutes, deps.operations);
   if (deps.metrics) await app.register(metricsRoute, { metrics: deps.metrics });
+  // Liveness of the operations listener itself, for probes that must not reach the execution API.
+  app.get('/health', { schema: { hide: true } }, () => ({ status: 'UP' }));
   return { app, lifecycle };
 }

@@ -3,9 +3,11 @@
 // the hub calls the engine's operations API for registration and syncs with the record shapes below.
 import { createHmac } from 'node:crypto';
 import type { Algorithm } from '../core/aead.js';
-import type { RecordStatus } from '../core/records.js';
+import type { HeldStatus as RecordStatus } from '../core/records.js';
 
 export const TENANT_HEADER = 'x-svc-tenant-id';
+/** Carries SVC_REGISTRATION_TOKEN on the first registration of an engine that requires one. */
+export const REGISTRATION_TOKEN_HEADER = 'x-svc-registration-token';
 
 export const HUB_PATHS = {
   heartbeat: '/hub/api/v1/runtime/heartbeat',
@@ -31,6 +33,8 @@ export interface KeySyncRecord {
   version: number;
   algorithm: Algorithm;
   status: RecordStatus;
+  /** Versions of this alias below it refuse to decrypt (optional; the highest value in a sync wins). */
+  minDecryptionVersion?: number;
   wrappedMaterial?: string;
   /** Raw base64 material: accepted only by an engine that allows it (development). */
   material?: string;

@@ -1,30 +1,19 @@
 // The engine's side of the hub: its runtime identity (registration rules of the operations API), its
 // status (UNREGISTERED, OFFLINE, ONLINE), the heartbeat that reports usage and applies the hub's
-// snapshot when the runtime changed, and the sync check against the hub's manifest.
+// snapshot when the runtime changed (or holds it back), and the sync check against the hub's manifest.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { EngineError, errors } from '../core/errors.js';
 import { parseHttpUrl } from '../core/http-url.js';
-import {
-  type MaterialReader,
-  type PolicyRecord,
-  parseKeyRecord,
-  parsePolicyRecord,
-  RECORD_STATUSES,
-  type RecordStatus,
-} from '../core/records.js';
-import type { CacheManager } from '../store/cache-manager.js';
+import { type MaterialReader, parseKeyRecord, parsePolicyRecord, runtimeVersionProblem } from '../core/records.js';
+import { type CacheChange, type CacheManager, HeldBackError } from '../store/cache-manager.js';
 import type { Logger } from '../store/logger.js';
 import type { RuntimeIdentity } from '../store/snapshot-store.js';
 import { usageReport } from '../store/usage-report.js';
 import { type HubClient, HubError } from './hub-client.js';
-import {
-  type CryptoMetrics,
-  type EngineStatus,
-  type HeartbeatResponse,
-  keyCheckValue,
-  type ManifestKey,
-  type RuntimeManifest,
-} from './protocol.js';
+import type { CryptoMetrics, EngineStatus, HeartbeatResponse, RuntimeManifest } from './protocol.js';
+import { compareWithManifest, type SyncCheckResult } from './sync-check.js';
+
+export type { SyncCheckResult, SyncDifferences } from './sync-check.js';
 
 export interface HeartbeatOutcome {
   readonly runtimeVersion: string;
@@ -35,23 +24,28 @@ export interface HeartbeatOutcome {
   readonly keyCount: number;
 }
 
-export interface SyncDifferences {
-  missing: string[];
-  unexpected: string[];
-  different: string[];
+
+export interface RegistrationRules {
+  /** The only hubUrl registration accepts (SVC_HUB_URL), normalized like a registration's. */
+  readonly pinnedHubUrl?: string;
+  /** The token the first registration must present in X-SVC-Registration-Token; never logged. */
+  readonly token?: string;
 }
 
-export interface SyncCheckResult {
-  inSync: boolean;
-  local: { runtimeVersion: string; policyCount: number; keyCount: number };
-  hub: { runtimeVersion: string; policyCount: number; keyCount: number };
-  policies: SyncDifferences;
-  keys: SyncDifferences;
-  checkedAt: string;
+/** A hub snapshot the engine did not apply because it would retire all or most of the runtime. */
+export interface HeldBackSnapshot {
+  readonly runtimeVersion: string;
+  readonly reason: string;
+  readonly policyCount: number;
+  readonly keyCount: number;
+  readonly retiredPolicies: number;
+  readonly retiredKeys: number;
+  readonly heldAt: string;
 }
 
 export interface RuntimeAgentDeps {
   readonly manager: CacheManager;
+  readonly registration?: RegistrationRules;
   readonly client: HubClient;
   readonly readMaterial: MaterialReader;
   readonly engineVersion: string;
@@ -61,7 +55,7 @@ export interface RuntimeAgentDeps {
 
 const TENANT_PATTERN = /^[\x21-\x7e]{1,256}$/;
 
-/** Constant-time comparison of tenant ids: hashing first makes the lengths equal. */
+/** Constant-time comparison of secrets (tenant ids, registration tokens): hashing first makes the lengths equal. */
 export function sameTenant(presented: string | undefined, expected: string): boolean {
   if (presented === undefined) return false;
   const a = createHash('sha256').update(presented).digest();
@@ -91,6 +85,8 @@ export class RuntimeAgent {
   #lastApplyError: string | null = null;
   #chain: Promise<unknown> = Promise.resolve();
   readonly #registered = new Set<() => void>();
+  #heldBack: { info: HeldBackSnapshot; change: CacheChange } | null = null;
+  #heldBackTotal = 0;
 
   constructor(readonly deps: RuntimeAgentDeps) {
     this.#identity = deps.identity;
@@ -109,6 +105,36 @@ export class RuntimeAgent {
     return this.#lastHeartbeatError;
   }
 
+  /** The hub snapshot waiting for an operator because it would retire all or most of the runtime. */
+  get heldBack(): HeldBackSnapshot | null {
+    return this.#heldBack?.info ?? null;
+  }
+
+  /** How many hub snapshots were held back since start (a metric). */
+  get heldBackTotal(): number {
+    return this.#heldBackTotal;
+  }
+
+  /** Applies the held-back snapshot: the operator's explicit act (POST /runtime/held-back/apply). */
+  applyHeldBack(runtimeVersion: string | undefined): Promise<HeldBackSnapshot> {
+    return this.#serial(async () => {
+      const held = this.#heldBack;
+      if (!held) throw errors.operationNotFound('no hub snapshot is held back');
+      if (runtimeVersion !== undefined && runtimeVersion !== held.info.runtimeVersion) {
+        throw errors.keyStateConflict(
+          `the held-back snapshot is runtime version "${held.info.runtimeVersion}", not "${runtimeVersion}"`,
+        );
+      }
+      await this.deps.manager.apply(held.change);
+      this.#heldBack = null;
+      this.deps.log.warn(
+        { runtimeVersion: held.info.runtimeVersion, retiredKeys: held.info.retiredKeys, retiredPolicies: held.info.retiredPolicies },
+        'held-back hub snapshot applied by an operator',
+      );
+      return held.info;
+    });
+  }
+
   /** Why the last snapshot from the hub could not be applied (store outage, invalid snapshot), if it failed. */
   get lastApplyError(): string | null {
     return this.#lastApplyError;
@@ -123,10 +149,21 @@ export class RuntimeAgent {
    * another hubUrl is 409; another tenantId needs the current tenant in `presentedTenant` (401 otherwise),
    * so a stranger cannot re-point a registered engine.
    */
-  register(body: unknown, presentedTenant: string | undefined): Promise<void> {
+  register(body: unknown, presentedTenant: string | undefined, presentedToken?: string): Promise<void> {
     const next = parseIdentity(body);
+    const rules = this.deps.registration ?? {};
     return this.#serial(async () => {
       const current = this.#identity;
+      // The first registration needs no tenant header (the contract); a configured token or a pinned hub
+      // keeps a stranger on the operations network from taking an unregistered engine.
+      if (!current && rules.token !== undefined && !sameTenant(presentedToken, rules.token)) {
+        this.deps.log.warn({}, 'runtime identity registration refused: missing or wrong registration token');
+        throw errors.unauthorized();
+      }
+      if (rules.pinnedHubUrl !== undefined && next.hubUrl !== rules.pinnedHubUrl) {
+        this.deps.log.warn({ hubUrl: next.hubUrl }, 'runtime identity registration refused: not the pinned hub (SVC_HUB_URL)');
+        throw errors.hubNotAllowed();
+      }
       if (current && current.hubUrl !== next.hubUrl) throw errors.hubUrlChange();
       if (current && current.tenantId === next.tenantId) return;
       if (current && !sameTenant(presentedTenant, current.tenantId)) throw errors.unauthorized();
@@ -187,8 +224,8 @@ export class RuntimeAgent {
       this.#online = true;
       this.#lastHeartbeatError = null;
       manager.noteHeartbeat(new Date());
-      const applied = answer.runtimeChanged && answer.runtimeVersion !== snapshot.runtimeVersion;
-      if (applied) await this.#apply(answer);
+      const changed = answer.runtimeChanged && answer.runtimeVersion !== snapshot.runtimeVersion;
+      const applied = changed ? await this.#apply(answer) : false;
       const current = manager.cache.current;
       return {
         runtimeVersion: current.runtimeVersion,
@@ -200,28 +237,57 @@ export class RuntimeAgent {
     });
   }
 
-  async #apply(answer: HeartbeatResponse): Promise<void> {
+  /** Applies a hub snapshot unless it is held back; returns whether it was applied. */
+  async #apply(answer: HeartbeatResponse): Promise<boolean> {
     const { manager, readMaterial, log } = this.deps;
     const payload = answer.snapshot ?? { policies: [], keys: [] };
     try {
       let policies: ReturnType<typeof parsePolicyRecord>[];
       let keys: ReturnType<typeof parseKeyRecord>[];
       try {
+        const problem = runtimeVersionProblem(answer.runtimeVersion);
+        if (problem) throw errors.invalid(problem);
         policies = payload.policies.map((p, i) => parsePolicyRecord(p, `snapshot.policies[${i}]`));
         keys = payload.keys.map((k, i) => parseKeyRecord(k, `snapshot.keys[${i}]`, readMaterial));
       } catch (error) {
         throw error instanceof EngineError ? errors.hubFailed(`hub sent an invalid snapshot: ${error.message}`) : error;
       }
-      await manager.apply({
+      const change: CacheChange = {
         policies: { mode: 'replace', records: policies },
         keys: { mode: 'replace', records: keys },
         runtimeVersion: answer.runtimeVersion,
-      });
+      };
+      try {
+        await manager.apply(change, { guard: true });
+      } catch (error) {
+        if (!(error instanceof HeldBackError)) throw error;
+        const info: HeldBackSnapshot = {
+          runtimeVersion: answer.runtimeVersion,
+          reason: error.reason,
+          policyCount: policies.length,
+          keyCount: keys.length,
+          retiredPolicies: error.merged.retiredPolicies,
+          retiredKeys: error.merged.retiredKeys,
+          heldAt: new Date().toISOString(),
+        };
+        if (this.#heldBack?.info.runtimeVersion !== info.runtimeVersion) {
+          this.#heldBackTotal++;
+          log.warn(
+            { ...info, hubUrl: this.#identity?.hubUrl },
+            'hub snapshot HELD BACK: it would retire all or most of the runtime; an operator may apply it (POST /engine/api/v1/runtime/held-back/apply)',
+          );
+        }
+        this.#heldBack = { info, change };
+        this.#lastApplyError = `snapshot held back: ${error.reason}`;
+        return false;
+      }
+      this.#heldBack = null;
       this.#lastApplyError = null;
       log.info(
         { runtimeVersion: answer.runtimeVersion, policyCount: policies.length, keyCount: keys.length },
         'applied the runtime snapshot from the hub',
       );
+      return true;
     } catch (error) {
       this.#lastApplyError = (error as Error).message;
       log.warn(
@@ -244,37 +310,7 @@ export class RuntimeAgent {
         error instanceof HubError ? error.message : `hub manifest failed: ${(error as Error).message}`,
       );
     }
-    const { policies: hubPolicies, keys: hubKeys } = normalizeManifest(manifest);
-    const local = this.deps.manager.cache.current;
-    const policyView = (p: {
-      policyName: string;
-      policyVersion: number;
-      algorithm: string;
-      keyAlias: string;
-      status: string;
-    }) => `${p.policyName}|${p.policyVersion}|${p.algorithm}|${p.keyAlias}|${p.status}`;
-    const policies = compare(
-      new Map(local.policies.map((p) => [p.policyCode, policyView(p)])),
-      new Map(hubPolicies.map((p) => [p.policyCode, policyView(p)])),
-    );
-    const keyName = (k: { alias: string; version: number }) => `${k.alias}@${k.version}`;
-    const keys = compare(
-      new Map(local.keys.map((k) => [keyName(k), `${k.algorithm}|${k.status}|${keyCheckValue(k.material)}`])),
-      new Map(hubKeys.map((k) => [keyName(k), `${k.algorithm}|${k.status}|${k.kcv}`])),
-    );
-    const empty = (d: SyncDifferences) => d.missing.length + d.unexpected.length + d.different.length === 0;
-    return {
-      inSync: local.runtimeVersion === manifest.runtimeVersion && empty(policies) && empty(keys),
-      local: { runtimeVersion: local.runtimeVersion, policyCount: local.policyCount, keyCount: local.keyCount },
-      hub: {
-        runtimeVersion: manifest.runtimeVersion,
-        policyCount: manifest.policies.length,
-        keyCount: manifest.keys.length,
-      },
-      policies,
-      keys,
-      checkedAt: new Date().toISOString(),
-    };
+    return compareWithManifest(this.deps.manager.cache.current, manifest);
   }
 
   #serial<T>(task: () => Promise<T>): Promise<T> {
@@ -282,41 +318,4 @@ export class RuntimeAgent {
     this.#chain = run.catch(() => undefined);
     return run;
   }
-}
-
-/**
- * The manifest's records with the defaults the engine applies when it receives them (policyName =
- * policyCode, policyVersion 1, status ACTIVE, status in upper case), so a hub that leaves out optional
- * fields is compared with what a sync of the same records would have produced. A record the engine
- * would refuse makes the manifest invalid (502), as an invalid heartbeat snapshot does.
- */
-function normalizeManifest(manifest: RuntimeManifest): { policies: PolicyRecord[]; keys: ManifestKey[] } {
-  try {
-    return {
-      policies: manifest.policies.map((p, i) => parsePolicyRecord(p, `manifest.policies[${i}]`)),
-      keys: manifest.keys.map((k, i) => {
-        // parseKeyRecord needs material, which a manifest never carries: apply its status rule alone.
-        const status = typeof k.status === 'string' ? k.status.toUpperCase() : ((k.status as unknown) ?? 'ACTIVE');
-        if (!(RECORD_STATUSES as readonly unknown[]).includes(status)) {
-          throw errors.invalid(`manifest.keys[${i}]: status must be one of ${RECORD_STATUSES.join(', ')}`);
-        }
-        return { ...k, status: status as RecordStatus };
-      }),
-    };
-  } catch (error) {
-    throw error instanceof EngineError ? errors.hubFailed(`hub sent an invalid manifest: ${error.message}`) : error;
-  }
-}
-
-/** missing: at the hub, not here; unexpected: here, not at the hub; different: both, with other attributes. */
-function compare(local: Map<string, string>, hub: Map<string, string>): SyncDifferences {
-  const out: SyncDifferences = { missing: [], unexpected: [], different: [] };
-  for (const [id, view] of hub) {
-    const mine = local.get(id);
-    if (mine === undefined) out.missing.push(id);
-    else if (mine !== view) out.different.push(id);
-  }
-  for (const id of local.keys()) if (!hub.has(id)) out.unexpected.push(id);
-  for (const list of Object.values(out)) list.sort();
-  return out;
 }

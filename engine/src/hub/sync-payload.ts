@@ -8,6 +8,7 @@ import {
   type PolicyRecord,
   parseKeyRecord,
   parsePolicyRecord,
+  runtimeVersionProblem,
 } from '../core/records.js';
 
 export interface SyncPayload<T> {
@@ -41,9 +42,9 @@ function entries(kind: 'policy' | 'key', body: unknown): { raw: unknown; where: 
 function runtimeVersionOf(body: unknown): string | undefined {
   const value = (body as Record<string, unknown>).runtimeVersion;
   if (value === undefined) return undefined;
-  if (typeof value !== 'string' || value.length > 128)
-    throw errors.syncInvalid('runtimeVersion must be a string of at most 128 characters');
-  return value;
+  const problem = runtimeVersionProblem(value);
+  if (problem) throw errors.syncInvalid(problem);
+  return value as string;
 }
 
 function parseAll<T>(

@@ -1,6 +1,6 @@
 // The reference hub calling an engine's operations API: registering its runtime identity and pushing
 // the tenant's policies and keys (full or incremental sync), as a real hub does.
-import { TENANT_HEADER } from '../hub/protocol.js';
+import { REGISTRATION_TOKEN_HEADER, TENANT_HEADER } from '../hub/protocol.js';
 import type { HubState, Tenant } from './hub-state.js';
 import { HubError } from './hub-state.js';
 
@@ -12,13 +12,23 @@ export interface PushResult {
   readonly runtimeVersion: string;
 }
 
-async function call(engineUrl: string, path: string, tenantId: string | undefined, body: unknown): Promise<unknown> {
+async function call(
+  engineUrl: string,
+  path: string,
+  tenantId: string | undefined,
+  body: unknown,
+  extraHeaders: Record<string, string> = {},
+): Promise<unknown> {
   const url = `${engineUrl.replace(/\/+$/, '')}${OPS}${path}`;
   let response: Response;
   try {
     response = await fetch(url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', ...(tenantId ? { [TENANT_HEADER]: tenantId } : {}) },
+      headers: {
+        'content-type': 'application/json',
+        ...(tenantId ? { [TENANT_HEADER]: tenantId } : {}),
+        ...extraHeaders,
+      },
       body: JSON.stringify(body),
       signal: AbortSignal.timeout(5000),
     });
@@ -37,8 +47,10 @@ export async function registerEngine(
   hubUrl: string,
   tenantId: string,
   currentTenant?: string,
+  registrationToken?: string,
 ): Promise<void> {
-  await call(engineUrl, '/runtime/identity', currentTenant, { hubUrl, tenantId });
+  const headers: Record<string, string> = registrationToken ? { [REGISTRATION_TOKEN_HEADER]: registrationToken } : {};
+  await call(engineUrl, '/runtime/identity', currentTenant, { hubUrl, tenantId }, headers);
 }
 
 /**

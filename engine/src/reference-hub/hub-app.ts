@@ -126,7 +126,9 @@ export function buildHubApp(options: HubAppOptions): FastifyInstance {
         const body = bodyOf(request);
         const hubUrl = options.publicUrl ?? `${request.protocol}://${request.host}`;
         const current = typeof body.currentTenantId === 'string' ? body.currentTenantId : undefined;
-        await registerEngine(str(body.engineUrl, 'engineUrl'), hubUrl, tenant.tenantId, current);
+        // The engine's one-time registration token (SVC_REGISTRATION_TOKEN), when it requires one.
+        const token = typeof body.registrationToken === 'string' ? body.registrationToken : undefined;
+        await registerEngine(str(body.engineUrl, 'engineUrl'), hubUrl, tenant.tenantId, current, token);
         return { success: true, hubUrl };
       });
 

@@ -9,22 +9,25 @@
 // store answers again; hub snapshots are fetched again by the next heartbeat, since the engine keeps
 // reporting the runtime version it has persisted.
 import { EngineError, errors } from '../core/errors.js';
-import type { KeyRecord, PolicyRecord } from '../core/records.js';
 import type { RuntimeCache } from '../core/runtime-cache.js';
-import { checkSnapshotContent, type RuntimeSnapshot, type SnapshotContent } from '../core/runtime-snapshot.js';
-import type { UsageEntry } from '../core/usage-counters.js';
+import {
+  type ChangeMode,
+  destroyKey,
+  holdBackReason,
+  keyId,
+  type MergeResult,
+  mergeRuntime,
+  type RuntimeChange,
+  summarize,
+} from '../core/runtime-merge.js';
+import { checkSnapshotContent, prepareKeys, type RuntimeSnapshot } from '../core/runtime-snapshot.js';
+import type { UsageCell, UsageEntry } from '../core/usage-counters.js';
 import type { Logger } from './logger.js';
 import type { SnapshotStore } from './snapshot-store.js';
 import { usageReport } from './usage-report.js';
 
-export type ChangeMode = 'upsert' | 'replace';
-
-export interface CacheChange {
-  readonly policies?: { readonly mode: ChangeMode; readonly records: readonly PolicyRecord[] };
-  readonly keys?: { readonly mode: ChangeMode; readonly records: readonly KeyRecord[] };
-  /** The hub's name for the resulting runtime; unchanged when absent. */
-  readonly runtimeVersion?: string;
-}
+export type { ChangeMode };
+export type CacheChange = RuntimeChange;
 
 export interface StoreHealth {
   readonly driver: string;
@@ -33,13 +36,15 @@ export interface StoreHealth {
   readonly lastError: string | null;
 }
 
-const keyId = (k: { alias: string; version: number }) => `${k.alias}\u0000${k.version}`;
-
-function merge<T>(current: readonly T[], change: CacheChange['policies' | 'keys'], id: (item: T) => string): T[] {
-  if (!change) return [...current];
-  const base = change.mode === 'replace' ? new Map<string, T>() : new Map(current.map((item) => [id(item), item]));
-  for (const record of change.records as readonly T[]) base.set(id(record), record);
-  return [...base.values()];
+/** A hub snapshot not applied because it would retire all or most of the runtime (runtime-merge.ts holdBackReason). */
+export class HeldBackError extends Error {
+  override readonly name = 'HeldBackError';
+  constructor(
+    readonly reason: string,
+    readonly merged: MergeResult,
+  ) {
+    super(`snapshot held back: ${reason}`);
+  }
 }
 
 export class CacheManager {
@@ -50,6 +55,8 @@ export class CacheManager {
   #lastHeartbeatAt: Date | null = null;
   #warned = new Set<string>();
   #flushTimer: NodeJS.Timeout | undefined;
+  readonly #reserving = new Set<UsageCell>();
+  #reservationScheduled = false;
 
   constructor(
     readonly cache: RuntimeCache,
@@ -62,12 +69,17 @@ export class CacheManager {
     const stored = await this.store.load();
     for (const entry of stored.usage) {
       const cell = this.cache.counters.cell(entry.alias, entry.version);
-      cell.encryptions = Math.max(cell.encryptions, entry.encryptions);
+      // Start from the persisted reservation mark: a crash may have lost counts below it, never above.
+      const mark = Math.max(cell.encryptions, entry.encryptions);
+      cell.encryptions = mark;
+      cell.reservedUpTo(mark);
       cell.decryptions = Math.max(cell.decryptions, entry.decryptions);
     }
+    await prepareKeys(stored.snapshot);
     this.cache.replace(stored.snapshot);
     this.#lastSyncAt = stored.lastSyncAt;
     this.#lastHeartbeatAt = stored.lastHeartbeatAt;
+    this.cache.counters.onNearMark((cell) => this.#requestReservation(cell));
     return stored;
   }
 
@@ -83,29 +95,79 @@ export class CacheManager {
     return this.#lastHeartbeatAt;
   }
 
-  /** Applies a change: persisted first, then made current. Throws STORE_UNAVAILABLE and changes nothing if the store fails. */
-  apply(change: CacheChange): Promise<RuntimeSnapshot> {
+  /**
+   * Applies a change: persisted first (only the rows that changed), then made current. Throws
+   * STORE_UNAVAILABLE and changes nothing if the store fails; with `guard`, throws HeldBackError and
+   * changes nothing if the change would retire all or most of the runtime.
+   */
+  apply(change: CacheChange, options: { guard?: boolean } = {}): Promise<RuntimeSnapshot> {
     return this.#serial(async () => {
       const current = this.cache.current;
-      const content: SnapshotContent = {
-        policies: merge(current.policies, change.policies, (p: PolicyRecord) => p.policyCode),
-        keys: merge(current.keys, change.keys, keyId),
-        runtimeVersion: change.runtimeVersion ?? current.runtimeVersion,
-      };
-      checkSnapshotContent(content); // refused before anything is written
+      const merged = mergeRuntime(current, change, Date.now());
+      checkSnapshotContent(merged.content); // refused before anything is written
+      if (options.guard) {
+        const reason = holdBackReason(current, merged);
+        if (reason) throw new HeldBackError(reason, merged);
+      }
+      if (merged.skippedDestroyed.length > 0) {
+        this.log.warn({ keys: merged.skippedDestroyed }, 'change lists destroyed key versions: they stay destroyed');
+      }
+      if (merged.retiredKeys + merged.retiredPolicies > 0) {
+        this.log.warn(
+          { retiredKeys: merged.retiredKeys, retiredPolicies: merged.retiredPolicies },
+          'records no longer listed are RETIRED: decrypt only, kept in the store, restored when listed again',
+        );
+      }
+      await prepareKeys(merged.content);
       const at = new Date();
-      await this.persist('sync not applied', () => this.store.saveSnapshot(content, at));
+      const summary = summarize(merged.content);
+      await this.persist('sync not applied', () =>
+        this.store.saveChanges(
+          {
+            policies: merged.changedPolicies,
+            keys: merged.changedKeys,
+            destroyed: [],
+            minimums: merged.changedMinimums,
+            runtimeVersion: merged.content.runtimeVersion,
+            summary,
+          },
+          at,
+        ),
+      );
       this.#lastSyncAt = at;
-      return this.cache.replace(content);
+      return this.cache.replace(merged.content);
     });
   }
 
-  /** Empties the cache (and the stored snapshot); execution answers 503 until the next sync. */
+  /** Retires every record (decrypt only, nothing erased) and forgets the runtime version; encryption stops until the next sync. */
   clear(): Promise<RuntimeSnapshot> {
     return this.apply({
       policies: { mode: 'replace', records: [] },
       keys: { mode: 'replace', records: [] },
       runtimeVersion: '',
+    });
+  }
+
+  /** Erases one RETIRED or DISABLED key version's material after the grace period (an operator's explicit act). */
+  destroyKey(alias: string, version: number, graceMs: number): Promise<RuntimeSnapshot> {
+    return this.#serial(async () => {
+      const current = this.cache.current;
+      const { content, destroyed } = destroyKey(current, alias, version, Date.now(), graceMs);
+      await this.persist('key not destroyed', () =>
+        this.store.saveChanges(
+          {
+            policies: [],
+            keys: [],
+            destroyed: [destroyed],
+            minimums: [],
+            runtimeVersion: content.runtimeVersion,
+            summary: summarize(content),
+          },
+          null,
+        ),
+      );
+      this.log.warn({ alias, version }, 'key version DESTROYED: its material is erased; ciphertexts under it can no longer be decrypted');
+      return this.cache.replace(content);
     });
   }
 
@@ -127,6 +189,40 @@ export class CacheManager {
       const detail = (error as Error).message || String(error);
       this.#markUnavailable(detail);
       throw errors.storeUnavailable(`${consequence} (${detail})`);
+    }
+  }
+
+  #requestReservation(cell: UsageCell): void {
+    this.#reserving.add(cell);
+    if (this.#reservationScheduled) return;
+    this.#reservationScheduled = true;
+    setImmediate(() => void this.#reserve());
+  }
+
+  /** Persists a reservation a block ahead for every cell near its mark (one write for all of them). */
+  async #reserve(): Promise<void> {
+    this.#reservationScheduled = false;
+    const cells = [...this.#reserving];
+    this.#reserving.clear();
+    const block = this.cache.counters.block;
+    const marks = cells.map((cell) => Math.max(cell.reserved, cell.encryptions) + block);
+    try {
+      await this.store.saveUsage(
+        cells.map((cell, i) => ({
+          alias: cell.alias,
+          version: cell.version,
+          encryptions: cell.encryptions,
+          decryptions: cell.decryptions,
+          reserved: marks[i] as number,
+        })),
+      );
+      cells.forEach((cell, i) => cell.reservedUpTo(marks[i] as number));
+    } catch (error) {
+      this.log.error(
+        { err: (error as Error).message, keys: cells.length },
+        'usage reservation not persisted: a crash now could under-count encryptions',
+      );
+      for (const cell of cells) cell.rearm();
     }
   }
 

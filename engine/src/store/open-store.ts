@@ -1,8 +1,8 @@
 // Opens the snapshot store on one of its two drivers and applies the drizzle-kit migrations before
 // anything reads it: PGlite in the data directory (the embedded default, or in memory for tests) or
 // PostgreSQL through DATABASE_URL with a small `pg` pool. Both get the same schema and migrations.
-import { mkdir } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { chmod, mkdir, readdir } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import type { Logger } from './logger.js';
@@ -48,15 +48,53 @@ function redact(url: string): string {
   }
 }
 
-async function openPglite(dir: string | undefined): Promise<OpenedDb> {
+/**
+ * Makes the embedded store private to the engine's user: directories 0700, files 0600. The process
+ * umask covers what is created later; this covers what PGlite chmods itself (0640) and older stores.
+ */
+async function tighten(dir: string): Promise<number> {
+  // A file the engine's user does not own cannot be changed: counted and reported, not fatal.
+  let failed = 0;
+  const set = (path: string, mode: number) => chmod(path, mode).catch(() => void failed++);
+  await set(dir, 0o700);
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) failed += await tighten(path);
+    else if (entry.isFile()) await set(path, 0o600);
+  }
+  return failed;
+}
+
+async function openPglite(dir: string | undefined, log: Logger): Promise<OpenedDb> {
   const { PGlite } = await import('@electric-sql/pglite');
   const { drizzle } = await import('drizzle-orm/pglite');
   const { migrate } = await import('drizzle-orm/pglite/migrator');
   // PGlite creates its own directory but not the parents (the data directory may not exist yet).
-  if (dir !== undefined) await mkdir(dirname(dir), { recursive: true });
-  const client = dir === undefined ? new PGlite() : new PGlite(dir);
+  if (dir !== undefined) await mkdir(dirname(dir), { recursive: true, mode: 0o700 });
+  let client: InstanceType<typeof PGlite>;
+  try {
+    client = dir === undefined ? new PGlite() : new PGlite(dir);
+    await client.waitReady;
+  } catch (error) {
+    // A damaged data directory makes PGlite's WebAssembly abort ("Aborted(). Build with -sASSERTIONS …"),
+    // which says nothing about where or what: name the directory and the way back instead.
+    const detail = (error as Error).message ?? String(error);
+    if (dir !== undefined && /Aborted|RuntimeError|unreachable|memory access out of bounds/i.test(detail)) {
+      throw new Error(
+        `the embedded store directory ${dir} is damaged (PGlite could not open it). Ways back: stop the engine and ` +
+          'restore that directory from a backup; or move it aside and start again, so the engine resyncs from the hub ' +
+          '(or SVC_BOOTSTRAP_FILE) into a new store. See docs/operations.md#damaged-store.',
+        { cause: error },
+      );
+    }
+    throw error;
+  }
   const db = drizzle(client, { schema });
   await migrate(db, MIGRATIONS);
+  const untightened = dir === undefined ? 0 : await tighten(dir);
+  if (untightened > 0) {
+    log.warn({ dir, files: untightened }, 'could not make some store files private (0600/0700): check their owner');
+  }
   return { db, driver: 'pglite', location: dir ?? 'memory', close: () => client.close() };
 }
 
@@ -93,7 +131,7 @@ export async function openDb(location: StoreLocation, log: Logger): Promise<Open
   try {
     return location.databaseUrl
       ? await openPostgres(location.databaseUrl, location.queryTimeoutMs ?? 5000, log)
-      : await openPglite(location.pgliteDir);
+      : await openPglite(location.pgliteDir, log);
   } catch (error) {
     const where = location.databaseUrl
       ? `DATABASE_URL (${redact(location.databaseUrl)})`

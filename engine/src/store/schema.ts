@@ -30,6 +30,10 @@ export const runtimeState = svcEngine.table('runtime_state', {
   masterKeyCheck: text('master_key_check').notNull(),
   lastHeartbeatAt: timestamp('last_heartbeat_at', { withTimezone: true }),
   lastSyncAt: timestamp('last_sync_at', { withTimezone: true }),
+  /** What the stored snapshot must hold (runtime-merge.ts summarize): checked at load to catch a damaged store. */
+  snapshotDigest: text('snapshot_digest'),
+  policyCount: bigint('policy_count', { mode: 'number' }),
+  keyCount: bigint('key_count', { mode: 'number' }),
   updatedAt: updatedAt(),
 });
 
@@ -55,9 +59,12 @@ export const keys = svcEngine.table(
     alias: text('alias').notNull(),
     version: u32('version').notNull(),
     algorithm: text('algorithm').notNull(),
+    /** ACTIVE, DECRYPT_ONLY, DISABLED, RETIRED, or DESTROYED (material erased: empty wrapped_material). */
     status: text('status').notNull(),
     /** RFC 5649 wrap of the key material under the engine's master key. */
     wrappedMaterial: bytea('wrapped_material').notNull(),
+    /** When the version entered its status (the destroy grace period counts from here). */
+    statusSince: timestamp('status_since', { withTimezone: true }),
     updatedAt: updatedAt(),
   },
   (t) => [primaryKey({ columns: [t.engineId, t.alias, t.version] })],
@@ -74,4 +81,16 @@ export const keyUsage = svcEngine.table(
     updatedAt: updatedAt(),
   },
   (t) => [primaryKey({ columns: [t.engineId, t.alias, t.version] })],
+);
+
+/** Per key alias settings: the minimum decryption version (set by the hub's key records or an operator). */
+export const keyAliases = svcEngine.table(
+  'key_aliases',
+  {
+    engineId: text('engine_id').notNull(),
+    alias: text('alias').notNull(),
+    minDecryptionVersion: u32('min_decryption_version').notNull(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [primaryKey({ columns: [t.engineId, t.alias] })],
 );

@@ -2,7 +2,7 @@
 // restart never drops keys synced since) or dev mode's demo policies (generated once, then persisted
 // wrapped like any key). A plain dev bootstrap file left by earlier versions is imported and removed,
 // so no raw key stays on disk.
-import { readFile, rm } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { generateDevBootstrap, parseBootstrap } from '../core/bootstrap.js';
 import type { CacheManager } from './cache-manager.js';
@@ -42,6 +42,31 @@ async function upsertDocument(manager: CacheManager, doc: unknown, masterKey: Ui
   });
 }
 
+const DEV_VERSIONS_FILE = 'dev-key-versions.json';
+const DEMO_ALIASES = ['demo-gcm', 'demo-siv'];
+
+/**
+ * A demo key version no ciphertext can name yet: above every version the store knows (retired and
+ * destroyed ones included), above the last one generated in this data directory (the store may have
+ * been lost), and at least the current Unix time in seconds (the whole data directory may have been).
+ */
+async function freshDevVersion(manager: CacheManager, dataDir: string): Promise<number> {
+  const snapshot = manager.cache.current;
+  const known = [...snapshot.keys, ...snapshot.destroyed]
+    .filter((k) => DEMO_ALIASES.includes(k.alias))
+    .map((k) => k.version);
+  const file = join(dataDir, DEV_VERSIONS_FILE);
+  const recorded = await readFile(file, 'utf8').then(
+    (text) => Number((JSON.parse(text) as { lastVersion?: unknown }).lastVersion) || 0,
+    () => 0,
+  );
+  const version = Math.max(Math.max(0, ...known, recorded) + 1, Math.floor(Date.now() / 1000));
+  if (version > 0xffff_ffff) throw new Error('dev mode: no demo key version left; remove the data directory');
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  await writeFile(file, `${JSON.stringify({ lastVersion: version })}\n`, { mode: 0o600 });
+  return version;
+}
+
 export async function seed(manager: CacheManager, options: SeedOptions, log: Logger): Promise<void> {
   if (options.bootstrapFile) {
     await upsertDocument(manager, await readJson(options.bootstrapFile, 'SVC_BOOTSTRAP_FILE'), options.masterKey);
@@ -57,7 +82,11 @@ export async function seed(manager: CacheManager, options: SeedOptions, log: Log
     await rm(legacy, { force: true });
     log.warn({ file: legacy }, 'DEV MODE: imported the plain dev key file into the store (wrapped) and removed it');
   }
-  if (manager.cache.current.policyCount === 0) await upsertDocument(manager, generateDevBootstrap(), options.masterKey);
+  if (manager.cache.current.policyCount === 0) {
+    const version = await freshDevVersion(manager, options.dataDir);
+    await upsertDocument(manager, generateDevBootstrap(version), options.masterKey);
+    log.warn({ version }, 'DEV MODE: generated demo keys under a key version never used before');
+  }
   log.warn(
     { policies: manager.cache.current.policies.map((p) => `${p.policyCode} (${p.algorithm})`) },
     'DEV MODE: serving demo policies with generated keys (stored wrapped in the data directory); never use dev mode in production',

@@ -4,12 +4,28 @@
 import { eq, sql } from 'drizzle-orm';
 import type { Algorithm } from '../core/aead.js';
 import { unwrapKey, wrapKey } from '../core/key-wrap.js';
-import type { KeyRecord, PolicyRecord, RecordStatus } from '../core/records.js';
+import type { DestroyedKey, HeldStatus, KeyRecord, PolicyRecord } from '../core/records.js';
+import { type ContentSummary, summarize } from '../core/runtime-merge.js';
 import type { SnapshotContent } from '../core/runtime-snapshot.js';
 import type { UsageEntry } from '../core/usage-counters.js';
 import { MasterKeyError, masterKeyCheck } from './master-key.js';
 import type { OpenedDb, StoreDb, StoreDriver } from './open-store.js';
-import { keys, keyUsage, policies, runtimeIdentity, runtimeState } from './schema.js';
+import { keyAliases, keys, keyUsage, policies, runtimeIdentity, runtimeState } from './schema.js';
+
+/** The stored rows no longer match the summary written with them: start-up stops naming the way back. */
+export class StoreIntegrityError extends Error {
+  override readonly name = 'StoreIntegrityError';
+}
+
+/** The rows one change writes (see CacheManager.apply). */
+export interface StoreChange {
+  readonly policies: readonly PolicyRecord[];
+  readonly keys: readonly KeyRecord[];
+  readonly destroyed: readonly DestroyedKey[];
+  readonly minimums: readonly [alias: string, min: number][];
+  readonly runtimeVersion: string;
+  readonly summary: ContentSummary;
+}
 
 export interface RuntimeIdentity {
   readonly hubUrl: string;
@@ -51,7 +67,7 @@ export class SnapshotStore {
     this.location = opened.location;
   }
 
-  /** Loads everything persisted for this engine; refuses a store written under another master key. */
+  /** Loads everything persisted for this engine; refuses a store written under another master key or damaged. */
   async load(): Promise<StoredRuntime> {
     const db = this.#db;
     const check = masterKeyCheck(this.masterKey);
@@ -63,33 +79,51 @@ export class SnapshotStore {
     const [identity] = await db.select().from(runtimeIdentity).where(eq(runtimeIdentity.engineId, this.engineId));
     const policyRows = await db.select().from(policies).where(eq(policies.engineId, this.engineId));
     const keyRows = await db.select().from(keys).where(eq(keys.engineId, this.engineId));
+    const aliasRows = await db.select().from(keyAliases).where(eq(keyAliases.engineId, this.engineId));
     const usageRows = await db.select().from(keyUsage).where(eq(keyUsage.engineId, this.engineId));
+    const destroyed: DestroyedKey[] = [];
+    const liveKeys: KeyRecord[] = [];
+    for (const row of keyRows) {
+      if (row.status === 'DESTROYED') {
+        destroyed.push({
+          alias: row.alias,
+          version: row.version,
+          algorithm: row.algorithm as Algorithm,
+          destroyedAt: (row.statusSince ?? row.updatedAt).getTime(),
+        });
+        continue;
+      }
+      const material = unwrapKey(this.masterKey, row.wrappedMaterial);
+      if (!material) throw new MasterKeyError(`stored key ${row.alias} version ${row.version} does not unwrap`);
+      liveKeys.push({
+        alias: row.alias,
+        version: row.version,
+        algorithm: row.algorithm as Algorithm,
+        status: row.status as HeldStatus,
+        material,
+        statusSince: (row.statusSince ?? row.updatedAt).getTime(),
+      });
+    }
+    const snapshot: SnapshotContent = {
+      runtimeVersion: state.runtimeVersion,
+      policies: policyRows.map(
+        (row): PolicyRecord => ({
+          policyCode: row.policyCode,
+          policyName: row.policyName,
+          policyVersion: row.policyVersion,
+          algorithm: row.algorithm as Algorithm,
+          keyAlias: row.keyAlias,
+          status: row.status as HeldStatus,
+        }),
+      ),
+      keys: liveKeys,
+      destroyed,
+      minDecryptionVersions: new Map(aliasRows.map((row) => [row.alias, row.minDecryptionVersion])),
+    };
+    this.#checkIntegrity(state, snapshot);
     return {
       identity: identity ? { hubUrl: identity.hubUrl, tenantId: identity.tenantId } : null,
-      snapshot: {
-        runtimeVersion: state.runtimeVersion,
-        policies: policyRows.map(
-          (row): PolicyRecord => ({
-            policyCode: row.policyCode,
-            policyName: row.policyName,
-            policyVersion: row.policyVersion,
-            algorithm: row.algorithm as Algorithm,
-            keyAlias: row.keyAlias,
-            status: row.status as RecordStatus,
-          }),
-        ),
-        keys: keyRows.map((row): KeyRecord => {
-          const material = unwrapKey(this.masterKey, row.wrappedMaterial);
-          if (!material) throw new MasterKeyError(`stored key ${row.alias} version ${row.version} does not unwrap`);
-          return {
-            alias: row.alias,
-            version: row.version,
-            algorithm: row.algorithm as Algorithm,
-            status: row.status as RecordStatus,
-            material,
-          };
-        }),
-      },
+      snapshot,
       lastHeartbeatAt: state.lastHeartbeatAt,
       lastSyncAt: state.lastSyncAt,
       usage: usageRows.map((row) => ({
@@ -97,32 +131,139 @@ export class SnapshotStore {
         version: row.version,
         encryptions: row.encryptions,
         decryptions: row.decryptions,
+        reserved: row.encryptions,
       })),
     };
   }
 
-  /** Replaces the stored snapshot with `content` in one transaction. */
-  async saveSnapshot(content: SnapshotContent, syncedAt: Date): Promise<void> {
+  /** A store whose rows no longer match what was last written (truncated, edited, half restored) is refused. */
+  #checkIntegrity(
+    state: { runtimeVersion: string; snapshotDigest: string | null; policyCount: number | null; keyCount: number | null },
+    snapshot: SnapshotContent,
+  ): void {
+    if (state.snapshotDigest === null) return; // written before digests existed, or never written
+    const found = summarize(snapshot);
+    const problems: string[] = [];
+    if (state.policyCount !== found.policyCount) problems.push(`${found.policyCount} policies instead of ${state.policyCount}`);
+    if (state.keyCount !== found.keyCount) problems.push(`${found.keyCount} key versions instead of ${state.keyCount}`);
+    if (problems.length === 0 && state.snapshotDigest !== found.digest) problems.push('records that differ from the ones last written');
+    if (problems.length === 0) return;
+    throw new StoreIntegrityError(
+      `the snapshot store at ${this.location} (engine id ${this.engineId}) is damaged: it holds ${problems.join(' and ')} ` +
+        `(runtime version "${state.runtimeVersion}"). Refusing to start rather than serve a partial runtime. ` +
+        'Ways back: restore the store from a backup; or resync from the hub by resetting the runtime version ' +
+        `(UPDATE svc_engine.runtime_state SET runtime_version = '', snapshot_digest = NULL WHERE engine_id = '${this.engineId}'); ` +
+        'or start from a bootstrap file (SVC_BOOTSTRAP_FILE) with the same reset. See docs/operations.md#damaged-store.',
+    );
+  }
+
+  /**
+   * Writes one change in one transaction: the rows that changed (upserted), the runtime version and
+   * the summary of the whole content. Work is proportional to the change, not to the runtime.
+   */
+  async saveChanges(change: StoreChange, syncedAt: Date | null, replace = false): Promise<void> {
     const engineId = this.engineId;
-    const policyRows = content.policies.map((p) => ({ engineId, ...p }));
-    const keyRows = content.keys.map((k) => ({
-      engineId,
-      alias: k.alias,
-      version: k.version,
-      algorithm: k.algorithm,
-      status: k.status,
-      wrappedMaterial: wrapKey(this.masterKey, k.material),
-    }));
+    const policyRows = change.policies.map((p) => ({ engineId, ...p, updatedAt: sql`now()` }));
+    const keyRows: (typeof keys.$inferInsert)[] = [];
+    for (const k of change.keys) {
+      keyRows.push({
+        engineId,
+        alias: k.alias,
+        version: k.version,
+        algorithm: k.algorithm,
+        status: k.status,
+        wrappedMaterial: wrapKey(this.masterKey, k.material),
+        statusSince: new Date(k.statusSince ?? Date.now()),
+      });
+      // Wrapping is CPU work: let requests through between chunks of a large import.
+      if (keyRows.length % CHUNK === 0) await new Promise((resolve) => setImmediate(resolve));
+    }
+    for (const d of change.destroyed) {
+      keyRows.push({
+        engineId,
+        alias: d.alias,
+        version: d.version,
+        algorithm: d.algorithm,
+        status: 'DESTROYED',
+        wrappedMaterial: new Uint8Array(0),
+        statusSince: new Date(d.destroyedAt),
+      });
+    }
+    const aliasRows = change.minimums.map(([alias, min]) => ({ engineId, alias, minDecryptionVersion: min }));
     await this.#db.transaction(async (tx) => {
-      await tx.delete(policies).where(eq(policies.engineId, engineId));
-      await tx.delete(keys).where(eq(keys.engineId, engineId));
-      for (const rows of chunks(policyRows)) await tx.insert(policies).values(rows);
-      for (const rows of chunks(keyRows)) await tx.insert(keys).values(rows);
+      if (replace) {
+        await tx.delete(policies).where(eq(policies.engineId, engineId));
+        await tx.delete(keys).where(eq(keys.engineId, engineId));
+        await tx.delete(keyAliases).where(eq(keyAliases.engineId, engineId));
+      }
+      for (const rows of chunks(policyRows)) {
+        await tx
+          .insert(policies)
+          .values(rows)
+          .onConflictDoUpdate({
+            target: [policies.engineId, policies.policyCode],
+            set: {
+              policyName: sql`excluded.policy_name`,
+              policyVersion: sql`excluded.policy_version`,
+              algorithm: sql`excluded.algorithm`,
+              keyAlias: sql`excluded.key_alias`,
+              status: sql`excluded.status`,
+              updatedAt: sql`now()`,
+            },
+          });
+      }
+      for (const rows of chunks(keyRows)) {
+        await tx
+          .insert(keys)
+          .values(rows)
+          .onConflictDoUpdate({
+            target: [keys.engineId, keys.alias, keys.version],
+            set: {
+              algorithm: sql`excluded.algorithm`,
+              status: sql`excluded.status`,
+              wrappedMaterial: sql`excluded.wrapped_material`,
+              statusSince: sql`excluded.status_since`,
+              updatedAt: sql`now()`,
+            },
+          });
+      }
+      for (const rows of chunks(aliasRows)) {
+        await tx
+          .insert(keyAliases)
+          .values(rows)
+          .onConflictDoUpdate({
+            target: [keyAliases.engineId, keyAliases.alias],
+            set: { minDecryptionVersion: sql`excluded.min_decryption_version`, updatedAt: sql`now()` },
+          });
+      }
       await tx
         .update(runtimeState)
-        .set({ runtimeVersion: content.runtimeVersion, lastSyncAt: syncedAt, updatedAt: sql`now()` })
+        .set({
+          runtimeVersion: change.runtimeVersion,
+          snapshotDigest: change.summary.digest,
+          policyCount: change.summary.policyCount,
+          keyCount: change.summary.keyCount,
+          ...(syncedAt ? { lastSyncAt: syncedAt } : {}),
+          updatedAt: sql`now()`,
+        })
         .where(eq(runtimeState.engineId, engineId));
     });
+  }
+
+  /** Replaces the whole stored snapshot with `content` in one transaction (restores, tests). */
+  async saveSnapshot(content: SnapshotContent, syncedAt: Date): Promise<void> {
+    await this.saveChanges(
+      {
+        policies: content.policies,
+        keys: content.keys,
+        destroyed: content.destroyed ?? [],
+        minimums: [...(content.minDecryptionVersions ?? [])],
+        runtimeVersion: content.runtimeVersion,
+        summary: summarize(content),
+      },
+      syncedAt,
+      true,
+    );
   }
 
   async saveIdentity(identity: RuntimeIdentity): Promise<void> {
@@ -148,7 +289,16 @@ export class SnapshotStore {
       for (const rows of chunks(state.usage)) {
         await tx
           .insert(keyUsage)
-          .values(rows.map((u) => ({ engineId, ...u })))
+          .values(
+            rows.map((u) => ({
+              engineId,
+              alias: u.alias,
+              version: u.version,
+              // The reservation mark, never less than the real count: a crash may over-count, never under-count.
+              encryptions: Math.max(u.encryptions, u.reserved ?? 0),
+              decryptions: u.decryptions,
+            })),
+          )
           .onConflictDoUpdate({
             target: [keyUsage.engineId, keyUsage.alias, keyUsage.version],
             // Counters only grow: a stale writer never moves them back.
@@ -160,6 +310,11 @@ export class SnapshotStore {
           });
       }
     });
+  }
+
+  /** Persists usage reservation marks (absolute values; they only grow). */
+  async saveUsage(usage: readonly UsageEntry[]): Promise<void> {
+    await this.saveState({ lastHeartbeatAt: null, usage });
   }
 
   async ping(): Promise<void> {

@@ -22,7 +22,7 @@ export function usageReport(cache: RuntimeCache, threshold = GCM_WARNING_THRESHO
   const algorithms = new Map(cache.current.keys.map((k) => [`${k.alias}\u0000${k.version}`, k.algorithm]));
   return cache.counters
     .entries()
-    .map((entry) => {
+    .map(({ reserved: _reserved, ...entry }) => {
       const algorithm = algorithms.get(`${entry.alias}\u0000${entry.version}`) ?? null;
       return { ...entry, algorithm, nearLimit: algorithm === 'AES-256-GCM' && entry.encryptions >= threshold };
     })

@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { RuntimeCache } from '../../src/core/runtime-cache.js';
 import type { FetchLike } from '../../src/hub/hub-client.js';
 import { HubClient } from '../../src/hub/hub-client.js';
-import { RuntimeAgent } from '../../src/hub/runtime-agent.js';
+import { type RegistrationRules, RuntimeAgent } from '../../src/hub/runtime-agent.js';
 import { buildHubApp } from '../../src/reference-hub/hub-app.js';
 import { HubState } from '../../src/reference-hub/hub-state.js';
 import { CacheManager } from '../../src/store/cache-manager.js';
@@ -36,9 +36,9 @@ export async function closeSharedDb(): Promise<void> {
 export class FlakyStore extends SnapshotStore {
   failing = false;
 
-  override async saveSnapshot(...args: Parameters<SnapshotStore['saveSnapshot']>): Promise<void> {
+  override async saveChanges(...args: Parameters<SnapshotStore['saveChanges']>): Promise<void> {
     if (this.failing) throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
-    return super.saveSnapshot(...args);
+    return super.saveChanges(...args);
   }
 
   override async saveState(...args: Parameters<SnapshotStore['saveState']>): Promise<void> {
@@ -83,7 +83,14 @@ export interface HubWorld {
 
 /** A hub with one tenant holding a GCM policy and key, and an engine side registered with it (or not). */
 export async function hubWorld(
-  options: { registered?: boolean; log?: Logger; identity?: RuntimeIdentity } = {},
+  options: {
+    registered?: boolean;
+    log?: Logger;
+    identity?: RuntimeIdentity;
+    registration?: RegistrationRules;
+    /** Another hub's answers (a stranger's, say) instead of the reference hub's. */
+    fetch?: FetchLike;
+  } = {},
 ): Promise<HubWorld> {
   const masterKey = randomBytes(32);
   const hubState = new HubState();
@@ -106,7 +113,8 @@ export async function hubWorld(
   if (identity && !stored.identity) await store.saveIdentity(identity);
   const agent = new RuntimeAgent({
     manager,
-    client: new HubClient({ timeoutMs: 2000, fetch: injectFetch(hub, hubControl) }),
+    client: new HubClient({ timeoutMs: 2000, fetch: options.fetch ?? injectFetch(hub, hubControl) }),
+    registration: options.registration,
     readMaterial: wrappedMaterialReader(masterKey, false),
     engineVersion: '0.0.0-test',
     log,

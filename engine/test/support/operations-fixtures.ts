@@ -7,6 +7,8 @@ import { ExecutionService } from '../../src/core/execution-service.js';
 import { buildApp, type EngineApp } from '../../src/http/app.js';
 import { createMetrics, type EngineMetrics } from '../../src/http/metrics.js';
 import type { OperationsDeps } from '../../src/http/routes/operations/index.js';
+import type { FetchLike } from '../../src/hub/hub-client.js';
+import type { RegistrationRules } from '../../src/hub/runtime-agent.js';
 import { wrappedMaterialReader } from '../../src/store/key-material.js';
 import { type HubWorld, hubWorld } from './hub-fixtures.js';
 import { TEST_LIMITS, TEST_VERSION } from './http.js';
@@ -22,7 +24,14 @@ export interface OperationsWorld extends HubWorld {
 }
 
 export async function operationsWorld(
-  options: { registered?: boolean; allowRawMaterial?: boolean; audit?: AuditTrail } = {},
+  options: {
+    registered?: boolean;
+    allowRawMaterial?: boolean;
+    registration?: RegistrationRules;
+    keyDestroyGraceMs?: number;
+    fetch?: FetchLike;
+    audit?: AuditTrail;
+  } = {},
 ): Promise<OperationsWorld> {
   const logs: string[] = [];
   const sink = new Writable({
@@ -32,7 +41,12 @@ export async function operationsWorld(
     },
   });
   const logger = pino({ level: 'trace' }, sink);
-  const world = await hubWorld({ registered: options.registered, log: logger });
+  const world = await hubWorld({
+    registered: options.registered,
+    log: logger,
+    registration: options.registration,
+    fetch: options.fetch,
+  });
   const deps: OperationsDeps = {
     agent: world.agent,
     manager: world.manager,
@@ -41,6 +55,7 @@ export async function operationsWorld(
     providerFamily: 'software',
     capabilities: ['AES-256-GCM', 'AES-256-SIV'],
     statsTimeoutMs: 2000,
+    keyDestroyGraceMs: options.keyDestroyGraceMs ?? 168 * 3_600_000,
   };
   const metrics = createMetrics({
     cache: world.manager.cache,

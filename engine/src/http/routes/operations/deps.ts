@@ -14,4 +14,6 @@ export interface OperationsDeps {
   readonly capabilities: readonly string[];
   /** Time limit of GET /stats/test-connection, in ms. */
   readonly statsTimeoutMs: number;
+  /** How long a key version must have been RETIRED or DISABLED before POST /keys/destroy may erase it, in ms. */
+  readonly keyDestroyGraceMs: number;
 }

@@ -8,7 +8,9 @@ import { cachePolicySyncRoute } from './cache-policy-sync.js';
 import { cacheStatusRoute } from './cache-status.js';
 import { cacheSyncCheckRoute } from './cache-sync-check.js';
 import type { OperationsDeps } from './deps.js';
+import { keysLifecycleRoute } from './keys-lifecycle.js';
 import { runtimeHeartbeatRoute } from './runtime-heartbeat.js';
+import { runtimeHeldBackRoute } from './runtime-held-back.js';
 import { runtimeIdentityRoute } from './runtime-identity.js';
 import { runtimeInfoRoute } from './runtime-info.js';
 import { statsTestConnectionRoute } from './stats-test-connection.js';
@@ -38,6 +40,8 @@ const operationsApi: FastifyPluginAsync<OperationsDeps> = async (app, deps) => {
     await tenantScope.register(cacheKeySyncRoute, deps);
     await tenantScope.register(statsTestConnectionRoute, deps);
     await tenantScope.register(cacheSyncCheckRoute, deps);
+    await tenantScope.register(keysLifecycleRoute, deps);
+    await tenantScope.register(runtimeHeldBackRoute, deps);
   });
 };
 

@@ -25,6 +25,17 @@ export const runtimeInfoRoute: FastifyPluginAsync<OperationsDeps> = async (app, 
       store: manager.health,
       keyUsage,
       keyUsageWarning: keyUsage.some((k) => k.nearLimit),
+      retired: { policyCount: snapshot.retiredPolicyCount, keyCount: snapshot.retiredKeyCount },
+      destroyedKeys: snapshot.destroyed.map((d) => ({
+        alias: d.alias,
+        version: d.version,
+        destroyedAt: new Date(d.destroyedAt).toISOString(),
+      })),
+      minDecryptionVersions: [...snapshot.minDecryptionVersions].map(([alias, minDecryptionVersion]) => ({
+        alias,
+        minDecryptionVersion,
+      })),
+      heldBackSnapshot: agent.heldBack,
     };
   });
 };

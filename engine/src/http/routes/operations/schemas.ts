@@ -33,7 +33,31 @@ export const RuntimeInfo = Type.Object({
   store: Type.Object({ driver: Type.String(), available: Type.Boolean(), lastError: Nullable(Type.String()) }),
   keyUsage: Type.Array(KeyUsage),
   keyUsageWarning: Type.Boolean(),
+  /** Records the hub no longer lists, kept for decryption (docs/operations.md#key-and-policy-states). */
+  retired: CacheStatus,
+  destroyedKeys: Type.Array(Type.Object({ alias: Type.String(), version: Type.Integer(), destroyedAt: Type.String() })),
+  minDecryptionVersions: Type.Array(Type.Object({ alias: Type.String(), minDecryptionVersion: Type.Integer() })),
+  heldBackSnapshot: Nullable(
+    Type.Object({
+      runtimeVersion: Type.String(),
+      reason: Type.String(),
+      policyCount: Type.Integer(),
+      keyCount: Type.Integer(),
+      retiredPolicies: Type.Integer(),
+      retiredKeys: Type.Integer(),
+      heldAt: Type.String(),
+    }),
+  ),
 });
+
+export const KeyActResult = Type.Object({
+  success: Type.Boolean(),
+  alias: Type.String(),
+  version: Type.Integer(),
+  status: Type.String(),
+});
+
+export const HeldBackApplied = Type.Object({ success: Type.Boolean(), runtimeVersion: Type.String() });
 
 export const HeartbeatResult = Type.Object({
   success: Type.Boolean(),
@@ -69,7 +93,7 @@ export const TestConnection = Type.Object({
   error: Nullable(Type.String()),
 });
 
-export const errorResponses = Object.fromEntries([400, 401, 409, 415, 502, 503].map((s) => [s, ErrorBody])) as Record<
-  400 | 401 | 409 | 415 | 502 | 503,
+export const errorResponses = Object.fromEntries([400, 401, 404, 409, 415, 502, 503].map((s) => [s, ErrorBody])) as Record<
+  400 | 401 | 404 | 409 | 415 | 502 | 503,
   typeof ErrorBody
 >;
