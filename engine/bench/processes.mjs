@@ -72,6 +72,7 @@ export function cpuMicros(pid) {
 }
 
 export async function startBareServer() {
+  const started = performance.now();
   const child = spawn(process.execPath, [join(here, 'bare-server.mjs')], { stdio: ['ignore', 'pipe', 'pipe'] });
   const handle = track(child, 'bare fastify');
   const port = await new Promise((resolve, reject) => {
@@ -83,25 +84,27 @@ export async function startBareServer() {
     });
     handle.exited.then(({ code }) => reject(new Error(`bare server exited (${code}): ${handle.output()}`)));
   });
-  return { ...handle, origin: `http://127.0.0.1:${port}` };
+  return { ...handle, origin: `http://127.0.0.1:${port}`, readyMs: performance.now() - started };
 }
 
 /**
- * Starts the engine in dev mode on a free port with a throwaway data directory (extra environment on
- * top); resolves once healthy.
+ * Starts the engine in dev mode on a free port with a throwaway data directory (or `dataDir`, kept),
+ * extra environment on top; resolves once healthy, with `readyMs` from spawn to the first healthy answer.
  * BENCH_ENGINE_NODE_ARGS adds node flags to the engine only (e.g. "--cpu-prof --cpu-prof-dir=prof"),
  * which NODE_OPTIONS cannot carry.
  */
-export async function startEngine(extraEnv = {}) {
+export async function startEngine(extraEnv = {}, { dataDir: kept, pollMs = 100 } = {}) {
   const nodeArgs = (process.env.BENCH_ENGINE_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
   const port = await freePort();
-  const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-'));
+  const dataDir = kept ?? mkdtempSync(join(tmpdir(), 'svc-bench-'));
+  const started = performance.now();
   const child = spawn(process.execPath, [...nodeArgs, engineMain, '--dev'], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: {
       ...process.env,
       SVC_PORT: String(port),
       SVC_HOST: '127.0.0.1',
+      SVC_OPS_PORT: '0',
       SVC_DATA_DIR: dataDir,
       SVC_LOG_LEVEL: 'warn',
       ...extraEnv,
@@ -127,15 +130,16 @@ export async function startEngine(extraEnv = {}) {
       await handle.stop();
       throw new Error(`engine not healthy within 30 s: ${handle.output()}`);
     }
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, pollMs));
   }
   return {
     ...handle,
     origin,
     dataDir,
+    readyMs: performance.now() - started,
     async stop() {
       await handle.stop();
-      rmSync(dataDir, { recursive: true, force: true });
+      if (!kept) rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -1,13 +1,15 @@
 // `npm run bench`: measures the execution API against the limits below it, all in one run on one
 // machine, and prints each figure as a ratio to its reference: raw node:crypto GCM (platform limit) ▸
 // the core's encryptMany (no HTTP) ▸ a bare Fastify route (framework floor) ▸ the engine as a real
-// process (single, JSON batch, binary frame batch, NDJSON stream) ▸ stream memory over ~1 GiB.
+// process (single, JSON batch, binary frame batch, NDJSON stream) ▸ stream memory over ~1 GiB ▸ warm
+// start and idle RSS of the embedded default.
 // A measurement, not a test: missed targets still exit 0; any failed request or item exits 1.
 // Options: --quick (small smoke run); BENCH_STREAM_BYTES (memory run size, default 1 GiB);
 // BENCH_ENGINE_NODE_ARGS (node flags for the engine process, e.g. to profile it with --cpu-prof).
 import { cpus, loadavg } from 'node:os';
 import { encodeRequestFrame } from '../dist/http/codecs/binary-frame.js';
 import { auditOverhead } from './audit-run.mjs';
+import { footprint } from './footprint-run.mjs';
 import { postLoad } from './http-load.mjs';
 import { coreEncryptManySampler, POLICY, plaintexts, rawGcmSampler } from './in-process.mjs';
 import { formatCpu, formatRate, formatSamples, rounds, table } from './measure.mjs';
@@ -245,6 +247,8 @@ async function main() {
       log,
     })),
   );
+  log('footprint: warm starts of the embedded default and its idle RSS, beside a bare Fastify process');
+  rows.push(...(await footprint({ starts: quick ? 2 : 5, idleWaitMs: quick ? 17_000 : 20_000, log })));
   log(`\n${table(rows)}`);
 }
 

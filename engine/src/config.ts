@@ -79,6 +79,8 @@ export interface StoreConfig {
   readonly timeoutMs: number;
   /** How often usage counters and heartbeat times are written, in ms (SVC_STORE_FLUSH_INTERVAL_MS). */
   readonly flushIntervalMs: number;
+  /** The embedded store's process ends after this long without a call, in ms (SVC_STORE_IDLE_CLOSE_MS). */
+  readonly idleCloseMs: number;
 }
 
 export interface HubConfig {
@@ -238,6 +240,7 @@ export function loadConfig(env: Env = process.env, argv: readonly string[] = pro
       allowRawKeyMaterial: flag(env, 'SVC_ALLOW_RAW_KEY_MATERIAL'),
       timeoutMs: integer(env, 'SVC_STORE_TIMEOUT_MS', 5_000),
       flushIntervalMs: integer(env, 'SVC_STORE_FLUSH_INTERVAL_MS', 10_000),
+      idleCloseMs: integer(env, 'SVC_STORE_IDLE_CLOSE_MS', 15_000),
     },
     hub: {
       heartbeatIntervalMs: integer(env, 'SVC_HUB_HEARTBEAT_INTERVAL_MS', 30_000),

@@ -23,7 +23,7 @@ import {
 import { checkSnapshotContent, prepareKeys, type RuntimeSnapshot } from '../core/runtime-snapshot.js';
 import type { UsageCell, UsageEntry } from '../core/usage-counters.js';
 import type { Logger } from './logger.js';
-import type { SnapshotStore } from './snapshot-store.js';
+import type { SnapshotStorePort } from './store-protocol.js';
 import { usageReport } from './usage-report.js';
 
 export type { ChangeMode };
@@ -47,6 +47,12 @@ export class HeldBackError extends Error {
   }
 }
 
+/**
+ * A heartbeat time alone is written at most this often: it only informs /runtime/info after a restart,
+ * and each write wakes the embedded store's process (docs/operations.md, "Embedded store footprint").
+ */
+const HEARTBEAT_WRITE_INTERVAL_MS = 5 * 60_000;
+
 export class CacheManager {
   #queue: Promise<unknown> = Promise.resolve();
   #available = true;
@@ -55,17 +61,19 @@ export class CacheManager {
   #lastHeartbeatAt: Date | null = null;
   #warned = new Set<string>();
   #flushTimer: NodeJS.Timeout | undefined;
+  /** What the last state flush wrote (or restore read), so an unchanged state is not written again. */
+  #flushed: { usage: string; heartbeatAt: number } | undefined;
   readonly #reserving = new Set<UsageCell>();
   #reservationScheduled = false;
 
   constructor(
     readonly cache: RuntimeCache,
-    readonly store: SnapshotStore,
+    readonly store: SnapshotStorePort,
     readonly log: Logger,
   ) {}
 
   /** Loads the persisted runtime into the cache; called once at start, before serving. */
-  async restore(): Promise<Awaited<ReturnType<SnapshotStore['load']>>> {
+  async restore(): Promise<Awaited<ReturnType<SnapshotStorePort['load']>>> {
     const stored = await this.store.load();
     for (const entry of stored.usage) {
       const cell = this.cache.counters.cell(entry.alias, entry.version);
@@ -79,6 +87,7 @@ export class CacheManager {
     this.cache.replace(stored.snapshot);
     this.#lastSyncAt = stored.lastSyncAt;
     this.#lastHeartbeatAt = stored.lastHeartbeatAt;
+    this.#flushed = { usage: JSON.stringify(stored.usage), heartbeatAt: stored.lastHeartbeatAt?.getTime() ?? 0 };
     this.cache.counters.onNearMark((cell) => this.#requestReservation(cell));
     return stored;
   }
@@ -227,13 +236,24 @@ export class CacheManager {
   }
 
   /** Writes usage counters and the heartbeat time; also how an unavailable store is noticed coming back. */
-  flushState(): Promise<void> {
+  /**
+   * Writes usage counters and the heartbeat time when they changed (the heartbeat time alone only
+   * every HEARTBEAT_WRITE_INTERVAL_MS); `force` writes them whatever changed (at shutdown).
+   */
+  flushState(force = false): Promise<void> {
     return this.#serial(async () => {
       const usage: UsageEntry[] = this.cache.counters.entries();
       this.#warnNearLimit();
-      await this.persist('state not flushed', () =>
-        this.store.saveState({ lastHeartbeatAt: this.#lastHeartbeatAt, usage }),
-      ).catch(() => undefined);
+      const state = { usage: JSON.stringify(usage), heartbeatAt: this.#lastHeartbeatAt?.getTime() ?? 0 };
+      const last = this.#flushed;
+      const unchanged = last !== undefined && last.usage === state.usage &&
+        state.heartbeatAt - last.heartbeatAt < HEARTBEAT_WRITE_INTERVAL_MS;
+      // While the store is down the flush also probes it (that is how its return is noticed).
+      if (unchanged && !force && this.#available) return;
+      await this.persist('state not flushed', async () => {
+        await this.store.saveState({ lastHeartbeatAt: this.#lastHeartbeatAt, usage });
+        this.#flushed = state;
+      }).catch(() => undefined);
     });
   }
 
@@ -251,7 +271,7 @@ export class CacheManager {
   /** Stops the flush timer, writes the state one last time and closes the store. */
   async close(): Promise<void> {
     this.stopStateFlush();
-    await this.flushState();
+    await this.flushState(true);
     await this.#queue.catch(() => undefined);
     await this.store.close();
   }

@@ -1,11 +1,12 @@
 // Opens the snapshot store on one of its two drivers and applies the drizzle-kit migrations before
 // anything reads it: PGlite in the data directory (the embedded default, or in memory for tests) or
 // PostgreSQL through DATABASE_URL with a small `pg` pool. Both get the same schema and migrations.
-import { chmod, mkdir, readdir } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { chmod, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import type { Logger } from './logger.js';
+import { type PGliteClient, startPglite } from './pglite-start.js';
 import * as schema from './schema.js';
 
 export type StoreDb = PgDatabase<PgQueryResultHKT, typeof schema>;
@@ -26,6 +27,8 @@ export interface StoreLocation {
   readonly pgliteDir?: string;
   /** Per query limit on PostgreSQL, so a vanished server fails a sync quickly instead of hanging it. */
   readonly queryTimeoutMs?: number;
+  /** PGlite already started on pgliteDir (startPglite). */
+  readonly started?: Promise<PGliteClient>;
 }
 
 const MIGRATIONS = {
@@ -65,15 +68,12 @@ async function tighten(dir: string): Promise<number> {
   return failed;
 }
 
-async function openPglite(dir: string | undefined, log: Logger): Promise<OpenedDb> {
-  const { PGlite } = await import('@electric-sql/pglite');
+async function openPglite(dir: string | undefined, log: Logger, started?: Promise<PGliteClient>): Promise<OpenedDb> {
   const { drizzle } = await import('drizzle-orm/pglite');
   const { migrate } = await import('drizzle-orm/pglite/migrator');
-  // PGlite creates its own directory but not the parents (the data directory may not exist yet).
-  if (dir !== undefined) await mkdir(dirname(dir), { recursive: true, mode: 0o700 });
-  let client: InstanceType<typeof PGlite>;
+  let client: PGliteClient;
   try {
-    client = dir === undefined ? new PGlite() : new PGlite(dir);
+    client = await (started ?? startPglite(dir));
     await client.waitReady;
   } catch (error) {
     // A damaged data directory makes PGlite's WebAssembly abort ("Aborted(). Build with -sASSERTIONS …"),
@@ -131,7 +131,7 @@ export async function openDb(location: StoreLocation, log: Logger): Promise<Open
   try {
     return location.databaseUrl
       ? await openPostgres(location.databaseUrl, location.queryTimeoutMs ?? 5000, log)
-      : await openPglite(location.pgliteDir, log);
+      : await openPglite(location.pgliteDir, log, location.started);
   } catch (error) {
     const where = location.databaseUrl
       ? `DATABASE_URL (${redact(location.databaseUrl)})`

@@ -11,11 +11,9 @@ import type { UsageEntry } from '../core/usage-counters.js';
 import { MasterKeyError, masterKeyCheck } from './master-key.js';
 import type { OpenedDb, StoreDb, StoreDriver } from './open-store.js';
 import { keyAliases, keys, keyUsage, policies, runtimeIdentity, runtimeState } from './schema.js';
+import { StoreIntegrityError } from './store-protocol.js';
 
-/** The stored rows no longer match the summary written with them: start-up stops naming the way back. */
-export class StoreIntegrityError extends Error {
-  override readonly name = 'StoreIntegrityError';
-}
+export { StoreIntegrityError };
 
 /** The rows one change writes (see CacheManager.apply). */
 export interface StoreChange {

@@ -1,0 +1,130 @@
+// The engine's side of the embedded store process (store-process.ts): the same calls as an
+// in-process SnapshotStore, forwarded in order to a child process that is forked on the first call
+// and ended after `idleCloseMs` without calls, so PGlite's memory is only held while the store works.
+// A child that dies fails the calls in flight (the cache manager then treats the store as down and
+// refuses changes); the next call forks a new one.
+import { type ChildProcess, fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { MasterKeyError } from './master-key.js';
+import { type OpenArgs, type SnapshotStorePort, type StoreMethod, type StoreReply, StoreIntegrityError } from './store-protocol.js';
+
+type Port = SnapshotStorePort;
+
+interface Pending {
+  resolve(value: unknown): void;
+  reject(error: Error): void;
+}
+
+function revive(error: { name: string; message: string }): Error {
+  if (error.name === 'MasterKeyError') return new MasterKeyError(error.message);
+  if (error.name === 'StoreIntegrityError') return new StoreIntegrityError(error.message);
+  return new Error(error.message);
+}
+
+// Under the test runner the sources are TypeScript: the child then needs the same loader.
+const fromSource = import.meta.url.endsWith('.ts');
+const ENTRY = fileURLToPath(new URL(fromSource ? './store-process.ts' : './store-process.js', import.meta.url));
+
+export class ProcessSnapshotStore implements Port {
+  readonly driver = 'pglite' as const;
+  readonly location: string;
+  #child: ChildProcess | undefined;
+  #nextId = 1;
+  readonly #pending = new Map<number, Pending>();
+  #queue: Promise<unknown> = Promise.resolve();
+  #idleTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly open: OpenArgs,
+    readonly idleCloseMs: number,
+  ) {
+    this.location = open.pgliteDir;
+  }
+
+  /** The store process's pid while one runs (for /runtime/info-style reporting and tests). */
+  get pid(): number | undefined {
+    return this.#child?.pid;
+  }
+
+  load: Port['load'] = () => this.#call('load', []);
+  saveChanges: Port['saveChanges'] = (...args) => this.#call('saveChanges', args);
+  saveSnapshot: Port['saveSnapshot'] = (...args) => this.#call('saveSnapshot', args);
+  saveIdentity: Port['saveIdentity'] = (...args) => this.#call('saveIdentity', args);
+  saveUsage: Port['saveUsage'] = (...args) => this.#call('saveUsage', args);
+  saveState: Port['saveState'] = (...args) => this.#call('saveState', args);
+  ping: Port['ping'] = () => this.#call('ping', []);
+
+  /** Ends the store process (PGlite closed cleanly) if one runs. */
+  close: Port['close'] = () => this.#serial(() => this.#stop());
+
+  #call<T>(method: StoreMethod, args: unknown[]): Promise<T> {
+    return this.#serial(async () => {
+      if (this.#child) return (await this.#send(this.#child, method, args)) as T;
+      // Open and the call go out together (the child handles them in order), so a start does not
+      // wait for the engine's event loop between them; an open that fails is the error reported.
+      const child = (this.#child = this.#fork());
+      const opened = this.#send(child, 'open', this.open);
+      const result = this.#send(child, method, args);
+      result.catch(() => undefined);
+      await opened;
+      return (await result) as T;
+    });
+  }
+
+  #serial<T>(task: () => Promise<T>): Promise<T> {
+    clearTimeout(this.#idleTimer);
+    const run = this.#queue.then(task, task);
+    this.#queue = run.catch(() => undefined);
+    void this.#queue.then(() => {
+      if (this.#child && this.#pending.size === 0) {
+        clearTimeout(this.#idleTimer);
+        this.#idleTimer = setTimeout(() => void this.close(), this.idleCloseMs);
+        this.#idleTimer.unref();
+      }
+    });
+    return run;
+  }
+
+  async #stop(): Promise<void> {
+    const child = this.#child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    await this.#send(child, 'close', []).catch(() => child.kill());
+    await exited;
+  }
+
+  #send(child: ChildProcess, method: StoreMethod | 'open', args: unknown): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      const id = this.#nextId++;
+      this.#pending.set(id, { resolve, reject });
+      child.send({ id, method, args }, (error) => {
+        if (error) {
+          this.#pending.delete(id);
+          reject(error);
+        }
+      });
+    });
+  }
+
+  #fork(): ChildProcess {
+    const child = fork(ENTRY, [this.open.pgliteDir], {
+      execArgv: fromSource ? ['--import', 'tsx'] : [],
+      serialization: 'advanced',
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    child.on('message', (reply: StoreReply) => {
+      const pending = this.#pending.get(reply.id);
+      if (!pending) return;
+      this.#pending.delete(reply.id);
+      if ('error' in reply) pending.reject(revive(reply.error));
+      else pending.resolve(reply.result);
+    });
+    child.once('exit', (code, signal) => {
+      if (this.#child === child) this.#child = undefined;
+      const error = new Error(`the embedded store process ended (${signal ?? `exit code ${code}`})`);
+      for (const pending of this.#pending.values()) pending.reject(error);
+      this.#pending.clear();
+    });
+    return child;
+  }
+}
