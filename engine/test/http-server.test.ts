@@ -69,14 +69,14 @@ describe('NDJSON streams over a real connection', () => {
       ciphertexts.push(line.data);
     }
     req.write('this is not json\n');
-    expect(JSON.parse(await next())).toEqual({ error: 'decode request: line is not valid JSON' });
+    expect(JSON.parse(await next())).toEqual({ success: false, error: 'decode request: line is not valid JSON' });
     req.write('{"data":"no policy"}\n');
     expect(JSON.parse(await next())).toEqual({
       success: false,
       error: 'encrypt request requires policyCode or policyName',
     });
     req.write(`{"data":"${'x'.repeat(2000)}","policyCode":"PII_GCM"}\n`);
-    expect(JSON.parse(await next())).toEqual({ error: 'line exceeds 1024 bytes' });
+    expect(JSON.parse(await next())).toEqual({ success: false, error: 'line exceeds 1024 bytes' });
     req.write('{"data":"after the errors","policyCode":"PII_GCM"}\n');
     const after = JSON.parse(await next());
     expect(after.success).toBe(true);

@@ -1,5 +1,7 @@
 // POST /api/encrypt/stream and /api/decrypt/stream: NDJSON in, NDJSON out, one response line per
 // request line, in order, processed as it arrives. A bad line gets an error line; the stream goes on.
+// Every response line has the single response body shape, so an error line always carries
+// `"success": false` and `error`, whatever the error's shape as a whole response would be.
 import { pipeline, type Readable } from 'node:stream';
 import type { FastifyPluginAsync } from 'fastify';
 import { EngineError, errors } from '../../core/errors.js';
@@ -8,13 +10,18 @@ import { NDJSON_TYPE, ndjsonTransform } from '../codecs/ndjson.js';
 import { accepts } from '../content-type.js';
 import { errorResponses } from '../schemas.js';
 
+/** One NDJSON error line, in the single response body shape. */
+export function errorLine(error: EngineError): string {
+  return JSON.stringify({ success: false, error: error.message });
+}
+
 export const streamRoutes: FastifyPluginAsync<{ execution: ExecutionService; maxLineBytes: number }> = async (
   app,
   opts,
 ) => {
   const { execution, maxLineBytes } = opts;
-  const tooLong = JSON.stringify(errors.tooLarge(`line exceeds ${maxLineBytes} bytes`).body());
-  const notUtf8 = JSON.stringify(errors.decode('line is not valid UTF-8').body());
+  const tooLong = errorLine(errors.tooLarge(`line exceeds ${maxLineBytes} bytes`));
+  const notUtf8 = errorLine(errors.decode('line is not valid UTF-8'));
 
   for (const operation of ['encrypt', 'decrypt'] as const) {
     const process =
@@ -24,13 +31,13 @@ export const streamRoutes: FastifyPluginAsync<{ execution: ExecutionService; max
       try {
         body = JSON.parse(text);
       } catch {
-        return JSON.stringify(errors.decode('line is not valid JSON').body());
+        return errorLine(errors.decode('line is not valid JSON'));
       }
       try {
         const { data, policyCode } = process(body);
         return JSON.stringify({ success: true, data, policyCode });
       } catch (error) {
-        if (error instanceof EngineError) return JSON.stringify(error.body());
+        if (error instanceof EngineError) return errorLine(error);
         throw error;
       }
     };
