@@ -11,10 +11,20 @@ export interface Limits {
   readonly maxDataBytes: number;
   /** Bytes of one NDJSON stream line. */
   readonly maxStreamLineBytes: number;
-  /** Longest time a client may take to send one request (a stream included), in ms. */
+  /** Longest time a client may take to send one request body (single, batch; streams below), in ms. */
   readonly requestTimeoutMs: number;
   /** A connection idle for this long is closed, in ms. */
   readonly idleTimeoutMs: number;
+  /** A stream whose request body delivers no byte for this long is ended, in ms. */
+  readonly streamIdleTimeoutMs: number;
+  /** Longest time one NDJSON stream may last, in ms. */
+  readonly streamTimeoutMs: number;
+  /** Open connections per listener; connections beyond it are closed at accept. */
+  readonly maxConnections: number;
+  /** Deepest nesting of arrays and objects in a JSON body or stream line. */
+  readonly maxJsonDepth: number;
+  /** Values (keys included) in one JSON body or stream line. */
+  readonly maxJsonValues: number;
 }
 
 export interface EngineConfig {
@@ -113,6 +123,27 @@ function operationsListener(env: Env): EngineConfig['operationsListener'] {
   return { host: env.SVC_OPS_HOST || '127.0.0.1', port };
 }
 
+// Limits of the HTTP transports (docs/api.md#limits). Defaults keep one engine answering under slow or
+// hostile clients: a body must arrive within 90 s, a stream must keep moving, connections are capped
+// below common file descriptor limits, and JSON documents cannot allocate millions of values.
+function limits(env: Env): Limits {
+  const maxBatchItems = integer(env, 'SVC_BATCH_MAX_ITEMS', 10_000);
+  return {
+    bodyLimitBytes: integer(env, 'SVC_BODY_LIMIT_BYTES', 32 * MIB),
+    maxBatchItems,
+    maxDataBytes: integer(env, 'SVC_DATA_MAX_BYTES', 4 * MIB),
+    maxStreamLineBytes: integer(env, 'SVC_STREAM_LINE_MAX_BYTES', 8 * MIB),
+    requestTimeoutMs: integer(env, 'SVC_REQUEST_TIMEOUT_MS', 90_000),
+    idleTimeoutMs: integer(env, 'SVC_IDLE_TIMEOUT_MS', 60_000),
+    streamIdleTimeoutMs: integer(env, 'SVC_STREAM_IDLE_TIMEOUT_MS', 30_000),
+    streamTimeoutMs: integer(env, 'SVC_STREAM_TIMEOUT_MS', 3_600_000),
+    maxConnections: integer(env, 'SVC_MAX_CONNECTIONS', 2_000),
+    maxJsonDepth: integer(env, 'SVC_JSON_MAX_DEPTH', 32),
+    // A batch item is at most nine values ({, four keys, four values): room for the largest batch.
+    maxJsonValues: integer(env, 'SVC_JSON_MAX_VALUES', Math.max(1_000, 20 * maxBatchItems)),
+  };
+}
+
 export function loadConfig(env: Env = process.env, argv: readonly string[] = process.argv.slice(2)): EngineConfig {
   for (const arg of argv) {
     if (arg !== '--dev')
@@ -138,14 +169,7 @@ export function loadConfig(env: Env = process.env, argv: readonly string[] = pro
     bootstrapFile: env.SVC_BOOTSTRAP_FILE ? resolve(env.SVC_BOOTSTRAP_FILE) : undefined,
     logLevel: level,
     shutdownGraceMs: integer(env, 'SVC_SHUTDOWN_GRACE_MS', 10_000),
-    limits: {
-      bodyLimitBytes: integer(env, 'SVC_BODY_LIMIT_BYTES', 32 * MIB),
-      maxBatchItems: integer(env, 'SVC_BATCH_MAX_ITEMS', 10_000),
-      maxDataBytes: integer(env, 'SVC_DATA_MAX_BYTES', 4 * MIB),
-      maxStreamLineBytes: integer(env, 'SVC_STREAM_LINE_MAX_BYTES', 8 * MIB),
-      requestTimeoutMs: integer(env, 'SVC_REQUEST_TIMEOUT_MS', 3_600_000),
-      idleTimeoutMs: integer(env, 'SVC_IDLE_TIMEOUT_MS', 60_000),
-    },
+    limits: limits(env),
     store: {
       databaseUrl: databaseUrl(env),
       engineId: env.SVC_ENGINE_ID || 'default',

@@ -354,6 +354,15 @@ describe('stats test connection', () => {
     expect(down.json()).toMatchObject({ success: false, reachable: false, httpStatus: null, error: 'ECONNREFUSED' });
   });
 
+  it('never writes the query of a request URL (a token in statsTargetUrl) into the request log', async () => {
+    w = await operationsWorld();
+    const target = encodeURIComponent('http://127.0.0.1:1/stats?token=secret-token');
+    await call(w, 'GET', `/stats/test-connection?statsTargetUrl=${target}&other=secret-other`);
+    const logged = w.logs.join('');
+    expect(logged).toContain('"path":"/engine/api/v1/stats/test-connection"');
+    expect(logged).not.toMatch(/secret-token|secret-other|statsTargetUrl/);
+  });
+
   it("reports a failure without a system error code as 'connection failed'", async () => {
     w = await operationsWorld();
     // fetch refuses to call port 1 (on its list of blocked ports) with an error carrying no code.
@@ -376,6 +385,7 @@ describe('metrics', () => {
     expect(response.body).toContain('svc_http_requests_total{method="POST",route="/api/encrypt",status="200"} 2');
     expect(response.body).toContain('svc_key_encryptions_total{alias="pii-gcm",version="1"} 2');
     expect(response.body).toContain('svc_cache_entries{kind="policy"} 1');
+    expect(response.body).toMatch(/^svc_nodejs_eventloop_lag_max_seconds \d/m);
     expect(response.body).toContain('svc_engine_info{version="9.9.9-test",status="ONLINE"} 1');
     expect(response.body).toMatch(/svc_http_request_duration_seconds_bucket\{le="[^"]+",method="POST",route="\/api\/encrypt"\}/);
   });

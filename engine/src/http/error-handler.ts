@@ -30,11 +30,16 @@ export function toEngineError(error: FastifyError | Error, request: FastifyReque
 
 const REASONS: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };
 
+/** Whether the bytes Node failed on start a HEAD request, whose answer must not carry a body. */
+function isHead(error: { rawPacket?: unknown }): boolean {
+  return Buffer.isBuffer(error.rawPacket) && error.rawPacket.subarray(0, 5).toString('latin1') === 'HEAD ';
+}
+
 /**
  * Errors Node's HTTP parser raises before Fastify sees a request (malformed request line, bad chunking,
  * a request that takes longer than the request timeout): answered on the raw socket, in the same catalogue.
  */
-export function clientErrorHandler(error: Error & { code?: string }, socket: Socket): void {
+export function clientErrorHandler(error: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void {
   if (error.code === 'ECONNRESET' || !socket.writable) {
     socket.destroy();
     return;
@@ -48,7 +53,7 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
   const body = JSON.stringify(mapped.body());
   socket.end(
     `HTTP/1.1 ${mapped.status} ${REASONS[mapped.status]}\r\nContent-Type: application/json\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${isHead(error) ? '' : body}`,
   );
 }
 

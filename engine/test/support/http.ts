@@ -15,6 +15,11 @@ export const TEST_LIMITS: Limits = {
   maxStreamLineBytes: 128 * 1024,
   requestTimeoutMs: 60_000,
   idleTimeoutMs: 10_000,
+  streamIdleTimeoutMs: 10_000,
+  streamTimeoutMs: 60_000,
+  maxConnections: 200,
+  maxJsonDepth: 32,
+  maxJsonValues: 2_000,
 };
 
 export interface TestApp extends EngineApp {

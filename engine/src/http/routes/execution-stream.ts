@@ -3,11 +3,13 @@
 // Every response line has the single response body shape, so an error line always carries
 // `"success": false` and `error`, whatever the error's shape as a whole response would be.
 import { pipeline, type Readable } from 'node:stream';
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { Limits } from '../../config.js';
 import { EngineError, errors } from '../../core/errors.js';
 import type { ExecutionService } from '../../core/execution-service.js';
-import { NDJSON_TYPE, ndjsonTransform } from '../codecs/ndjson.js';
+import { NDJSON_TYPE, type NdjsonTransform, ndjsonTransform } from '../codecs/ndjson.js';
 import { accepts } from '../content-type.js';
+import { decodeJson } from '../json-body.js';
 import { errorResponses } from '../schemas.js';
 
 /** One NDJSON error line, in the single response body shape. */
@@ -15,26 +17,53 @@ export function errorLine(error: EngineError): string {
   return JSON.stringify({ success: false, error: error.message });
 }
 
-export const streamRoutes: FastifyPluginAsync<{ execution: ExecutionService; maxLineBytes: number }> = async (
-  app,
-  opts,
-) => {
-  const { execution, maxLineBytes } = opts;
+export interface StreamRoutesOptions {
+  readonly execution: ExecutionService;
+  readonly limits: Limits;
+}
+
+/**
+ * A stream may last long while it keeps moving: it ends with an error line when its body delivers
+ * no byte for streamIdleTimeoutMs, or when it has lasted streamTimeoutMs. The connection is then
+ * closed, so a client trickling bytes cannot hold it open.
+ */
+function guardStream(request: FastifyRequest, reply: FastifyReply, input: Readable, output: NdjsonTransform, limits: Limits): void {
+  const stop = (error: EngineError) => {
+    clearTimeout(idle);
+    clearTimeout(total);
+    input.unpipe(output);
+    input.pause();
+    reply.raw.once('finish', () => request.raw.socket?.destroySoon());
+    output.abort(errorLine(error));
+  };
+  const idle = setTimeout(
+    () => stop(errors.streamTimeout(`no request data for ${limits.streamIdleTimeoutMs} ms`)),
+    limits.streamIdleTimeoutMs,
+  );
+  const total = setTimeout(
+    () => stop(errors.streamTimeout(`stream lasted ${limits.streamTimeoutMs} ms`)),
+    limits.streamTimeoutMs,
+  );
+  input.on('data', () => idle.refresh());
+  input.once('end', () => clearTimeout(idle));
+  reply.raw.once('close', () => {
+    clearTimeout(idle);
+    clearTimeout(total);
+  });
+}
+
+export const streamRoutes: FastifyPluginAsync<StreamRoutesOptions> = async (app, { execution, limits }) => {
+  const maxLineBytes = limits.maxStreamLineBytes;
+  const json = { maxDepth: limits.maxJsonDepth, maxValues: limits.maxJsonValues };
   const tooLong = errorLine(errors.tooLarge(`line exceeds ${maxLineBytes} bytes`));
   const notUtf8 = errorLine(errors.decode('line is not valid UTF-8'));
 
   for (const operation of ['encrypt', 'decrypt'] as const) {
     const process =
       operation === 'encrypt' ? execution.encryptOne.bind(execution) : execution.decryptOne.bind(execution);
-    const line = (text: string): string => {
-      let body: unknown;
+    const line = (_text: string, bytes: Buffer): string => {
       try {
-        body = JSON.parse(text);
-      } catch {
-        return errorLine(errors.decode('line is not valid JSON'));
-      }
-      try {
-        const { data, policyCode } = process(body);
+        const { data, policyCode } = process(decodeJson(bytes, json, 'line'));
         return JSON.stringify({ success: true, data, policyCode });
       } catch (error) {
         if (error instanceof EngineError) return errorLine(error);
@@ -53,13 +82,12 @@ export const streamRoutes: FastifyPluginAsync<{ execution: ExecutionService; max
       },
       (request, reply) => {
         execution.snapshot(); // answer 503 up front rather than one error line per request line
-        const out = pipeline(
-          request.body as Readable,
-          ndjsonTransform({ line, tooLong: () => tooLong, notUtf8: () => notUtf8 }, maxLineBytes),
-          (error) => {
-            if (error) request.log.debug({ err: error }, 'stream ended early');
-          },
-        );
+        const input = request.body as Readable;
+        const transform = ndjsonTransform({ line, tooLong: () => tooLong, notUtf8: () => notUtf8 }, maxLineBytes);
+        guardStream(request, reply, input, transform, limits);
+        const out = pipeline(input, transform, (error) => {
+          if (error) request.log.debug({ err: error }, 'stream ended early');
+        });
         return reply.type(NDJSON_TYPE).send(out);
       },
     );

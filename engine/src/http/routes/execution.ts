@@ -1,5 +1,6 @@
 // The execution API under one prefix ('' or the '/engine' context path): health, single, batch, stream.
 import type { FastifyPluginAsync } from 'fastify';
+import type { Limits } from '../../config.js';
 import type { ExecutionService } from '../../core/execution-service.js';
 import { batchRoutes } from './execution-batch.js';
 import { singleRoutes } from './execution-single.js';
@@ -8,7 +9,7 @@ import { type HealthOptions, healthRoutes } from './health.js';
 
 export interface ExecutionRoutesOptions {
   readonly execution: ExecutionService;
-  readonly maxLineBytes: number;
+  readonly limits: Limits;
   readonly health: HealthOptions;
 }
 
@@ -19,5 +20,5 @@ export const executionRoutes: FastifyPluginAsync<ExecutionRoutesOptions> = async
   await app.register(healthRoutes, opts.health);
   await app.register(singleRoutes, { execution: opts.execution });
   await app.register(batchRoutes, { execution: opts.execution });
-  await app.register(streamRoutes, { execution: opts.execution, maxLineBytes: opts.maxLineBytes });
+  await app.register(streamRoutes, { execution: opts.execution, limits: opts.limits });
 };

@@ -1,0 +1,247 @@
+// Attacks on the HTTP layer and what the engine answers: bodies that would hold the event loop,
+// slow bodies and streams, too many connections, and the HTTP/1.1 corner cases Node answers with
+// empty bodies. Real sockets on loopback where the behaviour lives below Fastify.
+import { once } from 'node:events';
+import { type AddressInfo, connect, type Socket } from 'node:net';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import { JSON_HEADERS, type TestApp, testApp } from './support/http.js';
+import { rawExchange } from './support/raw-socket.js';
+
+const NDJSON = { 'content-type': 'application/x-ndjson' };
+let t: TestApp | undefined;
+
+afterEach(async () => {
+  await t?.app.close();
+  t = undefined;
+});
+
+async function listening(limits: Parameters<typeof testApp>[0]['limits'] = {}): Promise<number> {
+  t = await testApp({ limits });
+  await t.app.listen({ host: '127.0.0.1', port: 0 });
+  return (t.app.server.address() as AddressInfo).port;
+}
+
+describe('JSON bodies that would make parsing expensive', () => {
+  it('refuses a body nested deeper than the limit with 400 before parsing it', async () => {
+    t = await testApp({ limits: { maxJsonDepth: 8 } });
+    const nested = `{"items":[${'['.repeat(20)}${']'.repeat(20)}]}`;
+    const res = await t.app.inject({ method: 'POST', url: '/api/encrypt/batch', headers: JSON_HEADERS, payload: nested });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ error: 'decode request: JSON nested deeper than 8 levels' });
+  });
+
+  it('refuses a body holding more values than the limit with 400', async () => {
+    t = await testApp({ limits: { maxJsonValues: 100 } });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/api/encrypt',
+      headers: JSON_HEADERS,
+      payload: `{"data":"x","policyCode":"PII_GCM","pad":[${'1,'.repeat(200)}1]}`,
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ error: 'decode request: JSON holds more than 100 values' });
+  });
+
+  it('counts strings with escaped quotes, keys and literals as it scans, and accepts a body within the limits', async () => {
+    t = await testApp({ limits: { maxJsonValues: 5, maxJsonDepth: 1 } });
+    // { + 2 keys + 2 strings = 5 values at depth 1; brackets inside strings do not count.
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/api/encrypt',
+      headers: JSON_HEADERS,
+      payload: '{"data":"[[{\\"x\\\\\\"]]","policyCode":"PII_GCM"}',
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({ success: true, policyCode: 'PII_GCM' });
+  });
+
+  it('applies the same limits to stream lines, answering an error line and going on', async () => {
+    t = await testApp({ limits: { maxJsonDepth: 4 } });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/api/encrypt/stream',
+      headers: NDJSON,
+      payload: `${'['.repeat(10)}${']'.repeat(10)}\n{"data":"x","__proto__":{"admin":true},"policyCode":"PII_GCM"}\n{"data":"x","policyCode":"PII_GCM"}\n`,
+    });
+    const lines = res.body.trimEnd().split('\n').map((l) => JSON.parse(l));
+    expect(lines[0]).toEqual({ success: false, error: 'decode request: JSON nested deeper than 4 levels' });
+    expect(lines[1]).toEqual({ success: false, error: 'decode request: "__proto__" keys are not accepted' });
+    expect(lines[2]).toMatchObject({ success: true, policyCode: 'PII_GCM' });
+  });
+
+  it('says that a "__proto__" key was refused, in any escaped spelling, instead of calling valid JSON invalid', async () => {
+    t = await testApp();
+    for (const key of ['__proto__', '\\u005f_proto__']) {
+      const res = await t.app.inject({
+        method: 'POST',
+        url: '/api/encrypt',
+        headers: JSON_HEADERS,
+        payload: `{"data":"x","policyCode":"PII_GCM","${key}":{"polluted":true}}`,
+      });
+      expect(res.statusCode, key).toBe(400);
+      expect(res.json()).toEqual({ error: 'decode request: "__proto__" keys are not accepted' });
+    }
+  });
+
+  it('keeps the event loop free (under 100 ms of delay) while refusing 32 MiB bodies of nested arrays or numbers', async () => {
+    const defaults = loadConfig({}, []).limits;
+    t = await testApp({ limits: defaults });
+    const half = defaults.bodyLimitBytes / 2;
+    const bodies = [`${'['.repeat(half)}${']'.repeat(half)}`, `[${'1,'.repeat(half - 2)}1]`, `[${'[],'.repeat(half / 2)}[]]`];
+    for (const payload of bodies) {
+      const delay = monitorEventLoopDelay({ resolution: 5 });
+      delay.enable();
+      const res = await t.app.inject({ method: 'POST', url: '/api/encrypt/batch', headers: JSON_HEADERS, payload });
+      delay.disable();
+      expect(res.statusCode).toBe(400);
+      expect(res.json().error).toMatch(/^decode request: JSON (nested deeper than 32 levels|holds more than 200000 values)$/);
+      expect(delay.max / 1e6, 'event-loop delay in ms').toBeLessThan(100);
+    }
+  });
+});
+
+describe('content types', () => {
+  it('refuses JSON and NDJSON bodies declared in a charset other than UTF-8 with 415', async () => {
+    t = await testApp();
+    const cases = [
+      ['/api/encrypt', 'application/json; charset=latin1', 'latin1'],
+      ['/api/encrypt/batch', 'application/json;charset="UTF-16"', 'utf-16'],
+      ['/api/encrypt/stream', 'application/x-ndjson; charset=iso-8859-1', 'iso-8859-1'],
+    ];
+    for (const [url, type, charset] of cases) {
+      const res = await t.app.inject({ method: 'POST', url, headers: { 'content-type': type }, payload: '{}' });
+      expect(res.statusCode, type).toBe(415);
+      expect(res.json()).toEqual({ error: `unsupported charset: ${charset} (JSON and NDJSON bodies are UTF-8)` });
+    }
+    const ok = await t.app.inject({
+      method: 'POST',
+      url: '/api/encrypt',
+      headers: { 'content-type': 'application/json; Charset=UTF-8' },
+      payload: '{"data":"x","policyCode":"PII_GCM"}',
+    });
+    expect(ok.statusCode).toBe(200);
+  });
+});
+
+describe('HTTP/1.1 corner cases answered in the error catalogue', () => {
+  it('answers a request without a Host header with 400 and the error body', async () => {
+    const port = await listening();
+    const answer = await rawExchange(port, (s) => s.write('GET /api/health HTTP/1.1\r\n\r\n'));
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    expect(answer.endsWith('{"error":"decode request: the Host header is missing"}')).toBe(true);
+  });
+
+  it('answers an Expect header other than 100-continue with 417 and the error body', async () => {
+    const port = await listening();
+    const answer = await rawExchange(port, (s) => s.write('GET /api/health HTTP/1.1\r\nHost: x\r\nExpect: bogus\r\n\r\n'));
+    expect(answer).toMatch(/^HTTP\/1\.1 417 /);
+    expect(answer.endsWith('{"error":"unsupported Expect header (only 100-continue is)"}')).toBe(true);
+  });
+
+  it('answers oversized headers with 431: the error body on GET, no body on HEAD', async () => {
+    const port = await listening();
+    const big = `X-Big: ${'a'.repeat(20_000)}\r\n`;
+    const get = await rawExchange(port, (s) => s.write(`GET /api/health HTTP/1.1\r\nHost: x\r\n${big}\r\n`));
+    expect(get).toMatch(/^HTTP\/1\.1 431 /);
+    expect(get.endsWith('\r\n\r\n{"error":"request headers too large"}')).toBe(true);
+    const head = await rawExchange(port, (s) => s.write(`HEAD /api/health HTTP/1.1\r\nHost: x\r\n${big}\r\n`));
+    expect(head).toMatch(/^HTTP\/1\.1 431 /);
+    expect(head.endsWith('\r\n\r\n')).toBe(true);
+  });
+});
+
+/** Opens a raw NDJSON stream request and collects the answer until the server closes the connection. */
+async function rawStream(port: number, drive: (socket: Socket) => void): Promise<{ answer: string; ms: number }> {
+  const started = performance.now();
+  const answer = await rawExchange(port, (s) => {
+    s.write('POST /api/encrypt/stream HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n');
+    drive(s);
+  });
+  return { answer, ms: performance.now() - started };
+}
+
+function chunk(text: string): string {
+  return `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
+}
+
+describe('slow bodies', () => {
+  it('keeps a single-request body from trickling past the request timeout (408, connection closed)', async () => {
+    const port = await listening({ requestTimeoutMs: 800, idleTimeoutMs: 10_000 });
+    const answer = await rawExchange(port, (s) => {
+      s.write('POST /api/encrypt/batch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n');
+      const drip = setInterval(() => s.writable && s.write(' '), 100);
+      s.once('close', () => clearInterval(drip));
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+    expect(answer.endsWith('{"error":"request timed out"}')).toBe(true);
+  });
+
+  it('ends a stream whose body stops moving with an error line and closes the connection', async () => {
+    const port = await listening({ streamIdleTimeoutMs: 500, requestTimeoutMs: 200 });
+    // Lasting longer than the request timeout is fine for a stream while it moves.
+    const { answer } = await rawStream(port, (s) => {
+      let sent = 0;
+      const lines = setInterval(() => {
+        if (sent++ < 4) s.write(chunk('{"data":"x","policyCode":"PII_GCM"}\n'));
+        else clearInterval(lines);
+      }, 100);
+      s.once('close', () => clearInterval(lines));
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    const lines = answer.split('\r\n').filter((l) => l.startsWith('{')).map((l) => l.trimEnd());
+    const parsed = lines.flatMap((l) => l.split('\n')).filter(Boolean).map((l) => JSON.parse(l));
+    expect(parsed.slice(0, 4).every((l) => l.success === true)).toBe(true);
+    expect(parsed.at(-1)).toEqual({ success: false, error: 'request timed out: no request data for 500 ms' });
+  });
+
+  it('ends a stream trickling bytes (never idle) once it has lasted the stream time limit', async () => {
+    const port = await listening({ streamIdleTimeoutMs: 5_000, streamTimeoutMs: 1_000 });
+    const { answer } = await rawStream(port, (s) => {
+      const drip = setInterval(() => s.writable && s.write(chunk(' ')), 100);
+      s.once('close', () => clearInterval(drip));
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(answer).toContain('{"success":false,"error":"request timed out: stream lasted 1000 ms"}');
+  });
+});
+
+describe('connection limit', () => {
+  it('closes connections beyond SVC_MAX_CONNECTIONS at accept while the open ones keep being served', async () => {
+    const port = await listening({ maxConnections: 3 });
+    const held: Socket[] = [];
+    for (let i = 0; i < 3; i++) {
+      const socket = connect(port, '127.0.0.1');
+      await once(socket, 'connect');
+      held.push(socket);
+    }
+    // The server counts a connection once it has accepted it; let it catch up before the fourth.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const refused = await rawExchange(port, (s) => s.write('GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n'));
+    expect(refused).toBe('');
+
+    const served = held[0] as Socket;
+    served.write('GET /api/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    const [answer] = (await once(served, 'data')) as [Buffer];
+    expect(answer.toString()).toMatch(/^HTTP\/1\.1 200 /);
+    await once(served, 'close');
+    for (const socket of held) socket.destroy();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const again = await fetch(`http://127.0.0.1:${port}/api/health`, { headers: { connection: 'close' } });
+    expect(again.status).toBe(200);
+  });
+});
+
+describe('defaults', () => {
+  it('gives a request 90 s, a stream 30 s of silence and one hour, and caps connections at 2000', () => {
+    expect(loadConfig({}, []).limits).toMatchObject({
+      requestTimeoutMs: 90_000,
+      streamIdleTimeoutMs: 30_000,
+      streamTimeoutMs: 3_600_000,
+      maxConnections: 2_000,
+      maxJsonDepth: 32,
+      maxJsonValues: 200_000,
+    });
+  });
+});
