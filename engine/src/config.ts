@@ -69,6 +69,8 @@ export interface HubConfig {
   readonly timeoutMs: number;
   /** Time limit of GET /stats/test-connection, in ms (SVC_STATS_TIMEOUT_MS). */
   readonly statsTimeoutMs: number;
+  /** The only targets GET /stats/test-connection may call, `host` or `host:port` (SVC_STATS_ALLOWED_TARGETS). */
+  readonly statsAllowedTargets?: readonly string[];
 }
 
 export class ConfigError extends Error {
@@ -144,6 +146,25 @@ function limits(env: Env): Limits {
   };
 }
 
+// Comma-separated `host` or `host:port` entries; unset: any target but link-local and metadata addresses.
+function statsAllowedTargets(env: Env): string[] | undefined {
+  const raw = env.SVC_STATS_ALLOWED_TARGETS;
+  if (raw === undefined || raw.trim() === '') return undefined;
+  return raw.split(',').map((entry) => {
+    const trimmed = entry.trim();
+    let url: URL | undefined;
+    try {
+      url = new URL(`http://${trimmed}`);
+    } catch {
+      url = undefined;
+    }
+    if (!trimmed || !url || /[/@?#\s]/.test(trimmed)) {
+      throw new ConfigError(`SVC_STATS_ALLOWED_TARGETS entries must be host or host:port, got "${trimmed}"`);
+    }
+    return trimmed.toLowerCase();
+  });
+}
+
 export function loadConfig(env: Env = process.env, argv: readonly string[] = process.argv.slice(2)): EngineConfig {
   for (const arg of argv) {
     if (arg !== '--dev')
@@ -184,6 +205,7 @@ export function loadConfig(env: Env = process.env, argv: readonly string[] = pro
       backoffMaxMs: integer(env, 'SVC_HUB_BACKOFF_MAX_MS', 60_000),
       timeoutMs: integer(env, 'SVC_HUB_TIMEOUT_MS', 5_000),
       statsTimeoutMs: integer(env, 'SVC_STATS_TIMEOUT_MS', 3_000),
+      statsAllowedTargets: statsAllowedTargets(env),
     },
     // Keeps the operations API off the application network (docs/operations.md).
     operationsListener: operationsListener(env),

@@ -99,6 +99,7 @@ async function main(): Promise<void> {
     providerFamily: 'software',
     capabilities: CAPABILITIES,
     statsTimeoutMs: hubConfig.statsTimeoutMs,
+    statsAllowedTargets: hubConfig.statsAllowedTargets,
   };
   const metrics = createMetrics({
     cache,

@@ -5,7 +5,7 @@ import { once } from 'node:events';
 import { type AddressInfo, connect, type Socket } from 'node:net';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config.js';
+import { type Limits, loadConfig } from '../src/config.js';
 import { JSON_HEADERS, type TestApp, testApp } from './support/http.js';
 import { rawExchange } from './support/raw-socket.js';
 
@@ -17,7 +17,7 @@ afterEach(async () => {
   t = undefined;
 });
 
-async function listening(limits: Parameters<typeof testApp>[0]['limits'] = {}): Promise<number> {
+async function listening(limits: Partial<Limits> = {}): Promise<number> {
   t = await testApp({ limits });
   await t.app.listen({ host: '127.0.0.1', port: 0 });
   return (t.app.server.address() as AddressInfo).port;

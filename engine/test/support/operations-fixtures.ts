@@ -21,7 +21,11 @@ export interface OperationsWorld extends HubWorld {
 }
 
 export async function operationsWorld(
-  options: { registered?: boolean; allowRawMaterial?: boolean } = {},
+  options: {
+    registered?: boolean;
+    allowRawMaterial?: boolean;
+    stats?: Pick<OperationsDeps, 'statsAllowedTargets' | 'statsResolver'>;
+  } = {},
 ): Promise<OperationsWorld> {
   const logs: string[] = [];
   const sink = new Writable({
@@ -40,6 +44,7 @@ export async function operationsWorld(
     providerFamily: 'software',
     capabilities: ['AES-256-GCM', 'AES-256-SIV'],
     statsTimeoutMs: 2000,
+    ...options.stats,
   };
   const metrics = createMetrics({
     cache: world.manager.cache,

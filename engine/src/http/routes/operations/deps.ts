@@ -1,6 +1,7 @@
 // What the operations API needs from the rest of the engine; built once in main.ts (or a test).
 import type { MaterialReader } from '../../../core/records.js';
 import type { RuntimeAgent } from '../../../hub/runtime-agent.js';
+import type { Resolver } from '../../outbound-target.js';
 import type { CacheManager } from '../../../store/cache-manager.js';
 
 export interface OperationsDeps {
@@ -14,4 +15,8 @@ export interface OperationsDeps {
   readonly capabilities: readonly string[];
   /** Time limit of GET /stats/test-connection, in ms. */
   readonly statsTimeoutMs: number;
+  /** The only stats targets (`host` or `host:port`) when set; otherwise any but link-local and metadata. */
+  readonly statsAllowedTargets?: readonly string[];
+  /** Name resolution for stats targets (the system's by default; tests substitute one). */
+  readonly statsResolver?: Resolver;
 }
