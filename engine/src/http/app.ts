@@ -9,7 +9,7 @@ import { NDJSON_TYPE } from './codecs/ndjson.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandler } from './error-handler.js';
 import { installLifecycle, type Lifecycle } from './lifecycle.js';
 import { type EngineMetrics, metricsRoute, requestMetrics } from './metrics.js';
-import { decodeJson } from './json-body.js';
+import { readJsonBody } from './json-body.js';
 import { installMethodGuard } from './method-guard.js';
 import { executionRoutes } from './routes/execution.js';
 import { installTransportGuards } from './transport-guards.js';
@@ -72,19 +72,13 @@ function createFastify(limits: Limits, logger: FastifyBaseLogger | undefined): F
     return503OnClosing: false,
     ajv: { customOptions: { coerceTypes: false } },
   });
-  // One JSON decoder for bodies and stream lines (json-body.ts): UTF-8 only, bounded depth and values.
-  const json = { maxDepth: limits.maxJsonDepth, maxValues: limits.maxJsonValues };
+  // One JSON decoder for bodies and stream lines (json-body.ts): UTF-8 only, bounded depth and values,
+  // scanned as the body arrives.
+  const json = { maxDepth: limits.maxJsonDepth, maxValues: limits.maxJsonValues, bodyLimitBytes: limits.bodyLimitBytes };
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
-    let value: unknown;
-    try {
-      value = decodeJson(body as Buffer, json, 'body');
-    } catch (error) {
-      done(error as Error, undefined);
-      return;
-    }
-    done(null, value);
-  });
+  app.addContentTypeParser('application/json', (request, payload, done) =>
+    readJsonBody(payload, request.headers['content-length'], json, done),
+  );
   installTransportGuards(app, limits);
   if (verbose) {
     app.addHook('onResponse', (request, reply, done) => {
