@@ -236,6 +236,19 @@ function chunk(text: string): string {
   return `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
 }
 
+describe('a stream whose request turns malformed', () => {
+  it('closes the connection without writing a second status line into the response under way', async () => {
+    const port = await listening();
+    const { answer } = await rawStream(port, (s) => {
+      s.write(chunk('{"data":"x","policyCode":"PII_GCM"}\n'));
+      setTimeout(() => s.writable && s.write('zz-not-a-chunk-size\r\n'), 200);
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(answer).toContain('"success":true');
+    expect(answer.match(/HTTP\/1\.1/g)).toHaveLength(1);
+  });
+});
+
 describe('slow bodies', () => {
   it('keeps a single-request body from trickling past the request timeout (408, connection closed)', async () => {
     const port = await listening({ requestTimeoutMs: 800, idleTimeoutMs: 10_000 });

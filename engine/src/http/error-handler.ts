@@ -40,7 +40,10 @@ function isHead(error: { rawPacket?: unknown }): boolean {
  * a request that takes longer than the request timeout): answered on the raw socket, in the same catalogue.
  */
 export function clientErrorHandler(error: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void {
-  if (error.code === 'ECONNRESET' || !socket.writable) {
+  // A response already under way (a stream whose request body turned malformed) cannot take another
+  // status line: the connection is closed, as Node itself does.
+  const inProgress = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
+  if (error.code === 'ECONNRESET' || !socket.writable || inProgress) {
     socket.destroy();
     return;
   }
