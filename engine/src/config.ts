@@ -15,7 +15,7 @@ export interface Limits {
   readonly requestTimeoutMs: number;
   /** A connection idle for this long is closed, in ms. */
   readonly idleTimeoutMs: number;
-  /** A stream whose request body delivers no byte for this long is ended, in ms. */
+  /** A stream whose connection moves no byte (either direction) for this long is ended, in ms. */
   readonly streamIdleTimeoutMs: number;
   /** Longest time one NDJSON stream may last, in ms. */
   readonly streamTimeoutMs: number;

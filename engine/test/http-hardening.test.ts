@@ -276,7 +276,7 @@ describe('slow bodies', () => {
     const lines = answer.split('\r\n').filter((l) => l.startsWith('{')).map((l) => l.trimEnd());
     const parsed = lines.flatMap((l) => l.split('\n')).filter(Boolean).map((l) => JSON.parse(l));
     expect(parsed.slice(0, 4).every((l) => l.success === true)).toBe(true);
-    expect(parsed.at(-1)).toEqual({ success: false, error: 'request timed out: no request data for 500 ms' });
+    expect(parsed.at(-1)).toEqual({ success: false, error: 'request timed out: no data moved for 500 ms' });
   });
 
   it('ends a stream trickling bytes (never idle) once it has lasted the stream time limit', async () => {
@@ -313,6 +313,20 @@ describe('connection limit', () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     const again = await fetch(`http://127.0.0.1:${port}/api/health`, { headers: { connection: 'close' } });
     expect(again.status).toBe(200);
+  });
+});
+
+describe('stats target allow list setting', () => {
+  it('takes host and host:port entries and stops start-up on anything else, naming the variable', () => {
+    expect(loadConfig({ SVC_STATS_ALLOWED_TARGETS: 'Stats.internal:9400, 10.0.0.7,[::1]:9400' }, []).hub.statsAllowedTargets).toEqual([
+      'stats.internal:9400',
+      '10.0.0.7',
+      '[::1]:9400',
+    ]);
+    expect(loadConfig({}, []).hub.statsAllowedTargets).toBeUndefined();
+    for (const bad of ['http://stats:9400/', 'stats/path', 'user@stats', 'stats,,x']) {
+      expect(() => loadConfig({ SVC_STATS_ALLOWED_TARGETS: bad }, []), bad).toThrow(/^SVC_STATS_ALLOWED_TARGETS entries must be host or host:port/);
+    }
   });
 });
 

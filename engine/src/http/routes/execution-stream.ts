@@ -23,31 +23,43 @@ export interface StreamRoutesOptions {
 }
 
 /**
- * A stream may last long while it keeps moving: it ends with an error line when its body delivers
- * no byte for streamIdleTimeoutMs, or when it has lasted streamTimeoutMs. The connection is then
- * closed, so a client trickling bytes cannot hold it open.
+ * A stream may last long while it keeps moving: it ends with an error line once no byte has moved on
+ * its connection, in either direction, for streamIdleTimeoutMs (a client that stops sending, or stops
+ * reading the answers so that backpressure stops the engine reading), or once it has lasted
+ * streamTimeoutMs. The connection is then closed, so a client trickling bytes cannot hold it open.
  */
 function guardStream(request: FastifyRequest, reply: FastifyReply, input: Readable, output: NdjsonTransform, limits: Limits): void {
+  const socket = request.raw.socket;
+  const moved = () => socket.bytesRead + socket.bytesWritten;
+  let lastBytes = moved();
+  let lastMove = performance.now();
   const stop = (error: EngineError) => {
-    clearTimeout(idle);
+    clearInterval(idle);
     clearTimeout(total);
     input.unpipe(output);
     input.pause();
-    reply.raw.once('finish', () => request.raw.socket?.destroySoon());
+    reply.raw.once('finish', () => socket.destroySoon());
     output.abort(errorLine(error));
   };
-  const idle = setTimeout(
-    () => stop(errors.streamTimeout(`no request data for ${limits.streamIdleTimeoutMs} ms`)),
-    limits.streamIdleTimeoutMs,
+  const idle = setInterval(
+    () => {
+      const bytes = moved();
+      const now = performance.now();
+      if (bytes !== lastBytes) {
+        lastBytes = bytes;
+        lastMove = now;
+      } else if (now - lastMove >= limits.streamIdleTimeoutMs) {
+        stop(errors.streamTimeout(`no data moved for ${limits.streamIdleTimeoutMs} ms`));
+      }
+    },
+    Math.max(50, Math.min(1_000, limits.streamIdleTimeoutMs / 4)),
   );
   const total = setTimeout(
     () => stop(errors.streamTimeout(`stream lasted ${limits.streamTimeoutMs} ms`)),
     limits.streamTimeoutMs,
   );
-  input.on('data', () => idle.refresh());
-  input.once('end', () => clearTimeout(idle));
   reply.raw.once('close', () => {
-    clearTimeout(idle);
+    clearInterval(idle);
     clearTimeout(total);
   });
 }
