@@ -52,7 +52,8 @@ export function installTransportGuards(app: FastifyInstance, limits: Limits): vo
       sendError(reply, errors.decode('the Host header is missing'));
       return;
     }
-    if (mediaType(request) === NDJSON_TYPE) {
+    // A body already received (most small requests arrive with their headers) needs no timer.
+    if (request.raw.complete || mediaType(request) === NDJSON_TYPE) {
       done();
       return;
     }
