@@ -2,10 +2,14 @@
 // slow bodies and streams, too many connections, and the HTTP/1.1 corner cases Node answers with
 // empty bodies. Real sockets on loopback where the behaviour lives below Fastify.
 import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { once } from 'node:events';
 import { type AddressInfo, connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Limits, loadConfig } from '../src/config.js';
+import { BINARY_FRAME_TYPE, decodeResponseFrame, encodeRequestFrame } from '../src/http/codecs/binary-frame.js';
 import { JSON_HEADERS, type TestApp, testApp } from './support/http.js';
 import { rawExchange } from './support/raw-socket.js';
 
@@ -168,6 +172,34 @@ describe('the event loop under the largest bodies (limits at their defaults, ove
         last: { success: true, code: 1000, originalData: `9999:${'x'.repeat(3300)}`, policyCode },
       });
       expect(stall, `longest event-loop stall in ms (${policyCode})`).toBeLessThan(100);
+    }
+  });
+
+  it('processes a binary-frame batch of the largest size without stalling other requests 100 ms', async () => {
+    const port = await listening(defaults);
+    const dir = await mkdtemp(join(tmpdir(), 'svc-frame-'));
+    try {
+      const items = Array.from({ length: defaults.maxBatchItems }, (_, i) => ({ policyCode: 'PII_SIV', data: Buffer.alloc(3_300, i % 251) }));
+      const request = join(dir, 'request.bin');
+      const response = join(dir, 'response.bin');
+      await writeFile(request, encodeRequestFrame('encrypt', items));
+      const script = `
+        const { readFileSync, writeFileSync } = await import('node:fs');
+        const res = await fetch('http://127.0.0.1:${port}/api/encrypt/batch', { method: 'POST', headers: { 'content-type': '${BINARY_FRAME_TYPE}' }, body: readFileSync(${JSON.stringify(request)}) });
+        writeFileSync(${JSON.stringify(response)}, Buffer.from(await res.arrayBuffer()));
+        process.exit(res.status === 200 ? 0 : 1);
+      `;
+      const stall = await longestStall(async () => {
+        const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: 'inherit' });
+        const [code] = (await once(child, 'exit')) as [number];
+        expect(code).toBe(0);
+      });
+      const frame = decodeResponseFrame(await readFile(response));
+      expect(frame.totals).toMatchObject({ totalSuccess: 10_000, totalFailed: 0 });
+      expect(frame.items).toHaveLength(10_000);
+      expect(stall, 'longest event-loop stall in ms').toBeLessThan(100);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });

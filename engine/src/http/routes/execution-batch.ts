@@ -69,14 +69,19 @@ function jsonBatch(operation: Operation, items: unknown[], outcomes: ItemOutcome
   };
 }
 
-function frameBatch(execution: ExecutionService, operation: Operation, body: Buffer, start: bigint): Buffer {
+async function frameBatch(execution: ExecutionService, operation: Operation, body: Buffer, start: bigint): Promise<Buffer> {
   const frame = decodeRequestFrame(body, operation, execution.limits.maxBatchItems);
-  const results: FrameResult[] =
-    frame.operation === 'encrypt'
-      ? execution.encryptBytesMany(frame.items)
-      : execution
-        .decryptBytesMany(frame.items)
-        .map((r) => ('plaintext' in r ? { ok: true, policyCode: r.policyCode, data: r.plaintext } : r));
+  let results: FrameResult[];
+  if (frame.operation === 'encrypt') {
+    results = await inSlices(execution, frame.items, (item) => item.data.length, (service, slice) =>
+      service.encryptBytesMany(slice),
+    );
+  } else {
+    const decrypted = await inSlices(execution, frame.items, (item) => item.length, (service, slice) =>
+      service.decryptBytesMany(slice),
+    );
+    results = decrypted.map((r) => ('plaintext' in r ? { ok: true, policyCode: r.policyCode, data: r.plaintext } : r));
+  }
   const totalSuccess = results.filter((r) => r.ok).length;
   return encodeResponseFrame(operation, results, {
     totalSuccess,
@@ -86,27 +91,36 @@ function frameBatch(execution: ExecutionService, operation: Operation, body: Buf
 }
 
 /**
- * A large JSON batch is processed and written in slices with a turn of the event loop between them,
- * so one batch of the largest size does not hold up every other request for the whole of its work.
- * Batches of one slice take the direct path (no extra turn, the schema serializer).
+ * A large batch (JSON or binary frame) is processed in slices with a turn of the event loop between
+ * them, and a large JSON answer is written in slices too, so one batch of the largest size does not
+ * hold up every other request for the whole of its work. A batch of one slice takes the direct path.
  */
 const SLICE_ITEMS = 256;
-const SLICE_DATA_CHARS = 256 * 1024;
+const SLICE_DATA_BYTES = 256 * 1024;
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-async function processInSlices(items: unknown[], run: (slice: unknown[]) => ItemOutcome[]): Promise<ItemOutcome[]> {
-  const out: ItemOutcome[] = [];
+async function inSlices<T, R>(
+  execution: ExecutionService,
+  items: readonly T[],
+  size: (item: T) => number,
+  run: (service: ExecutionService, slice: T[]) => R[],
+): Promise<R[]> {
+  if (items.length <= SLICE_ITEMS) return run(execution, [...items]);
+  execution.checkBatchSize(items.length);
+  // Every slice uses the snapshot current when the batch started, whatever syncs land meanwhile.
+  const pinned = new ExecutionService({ current: execution.snapshot() }, execution.limits);
+  const out: R[] = [];
   let start = 0;
   while (start < items.length) {
     await nextTurn(); // the body was parsed in the turn that called the handler: work starts in the next
     let end = start;
-    let chars = 0;
-    while (end < items.length && end - start < SLICE_ITEMS && chars < SLICE_DATA_CHARS) {
-      chars += originalData(items[end])?.length ?? 0;
+    let bytes = 0;
+    while (end < items.length && end - start < SLICE_ITEMS && bytes < SLICE_DATA_BYTES) {
+      bytes += size(items[end] as T);
       end++;
     }
-    for (const outcome of run(items.slice(start, end))) out.push(outcome);
+    for (const result of run(pinned, items.slice(start, end))) out.push(result);
     start = end;
   }
   return out;
@@ -137,22 +151,16 @@ export const batchRoutes: FastifyPluginAsync<{ execution: ExecutionService }> = 
       const start = process.hrtime.bigint();
       reply.header('x-svc-transport-mode', 'json');
       if (mediaType(request) === BINARY_FRAME_TYPE) {
-        const out = frameBatch(execution, operation, request.body as Buffer, start);
+        const out = await frameBatch(execution, operation, request.body as Buffer, start);
         return reply.header('x-svc-transport-mode', 'binary-frame').type(BINARY_FRAME_TYPE).send(out);
       }
       const items = batchItems(request.body);
-      if (items.length <= SLICE_ITEMS) {
-        const outcomes = operation === 'encrypt' ? execution.encryptMany(items) : execution.decryptMany(items);
-        return reply.send(jsonBatch(operation, items, outcomes, start));
-      }
-      execution.checkBatchSize(items.length);
-      // Every slice uses the snapshot current when the batch started, whatever syncs land meanwhile.
-      const pinned = new ExecutionService({ current: execution.snapshot() }, execution.limits);
-      const outcomes = await processInSlices(items, (slice) =>
-        operation === 'encrypt' ? pinned.encryptMany(slice) : pinned.decryptMany(slice),
+      const outcomes = await inSlices(execution, items, (item) => originalData(item)?.length ?? 0, (service, slice) =>
+        operation === 'encrypt' ? service.encryptMany(slice) : service.decryptMany(slice),
       );
-      const body = Readable.from(batchJsonText(jsonBatch(operation, items, outcomes, start)), { highWaterMark: 1 });
-      return reply.type('application/json; charset=utf-8').send(body);
+      const batch = jsonBatch(operation, items, outcomes, start);
+      if (items.length <= SLICE_ITEMS) return reply.send(batch);
+      return reply.type('application/json; charset=utf-8').send(Readable.from(batchJsonText(batch), { highWaterMark: 1 }));
     };
     app.post(
       `/api/${operation}/batch`,
