@@ -7,6 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { type AddressInfo, connect, type Socket } from 'node:net';
+import { Writable } from 'node:stream';
+import type { FastifyBaseLogger } from 'fastify';
+import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Limits, loadConfig } from '../src/config.js';
 import { BINARY_FRAME_TYPE, decodeResponseFrame, encodeRequestFrame } from '../src/http/codecs/binary-frame.js';
@@ -21,8 +24,8 @@ afterEach(async () => {
   t = undefined;
 });
 
-async function listening(limits: Partial<Limits> = {}): Promise<number> {
-  t = await testApp({ limits });
+async function listening(limits: Partial<Limits> = {}, logger?: FastifyBaseLogger): Promise<number> {
+  t = await testApp({ limits, logger });
   await t.app.listen({ host: '127.0.0.1', port: 0 });
   return (t.app.server.address() as AddressInfo).port;
 }
@@ -323,8 +326,15 @@ describe('slow bodies', () => {
 });
 
 describe('connection limit', () => {
-  it('closes connections beyond SVC_MAX_CONNECTIONS at accept while the open ones keep being served', async () => {
-    const port = await listening({ maxConnections: 3 });
+  it('closes connections beyond SVC_MAX_CONNECTIONS at accept, says so in the log, and keeps serving the open ones', async () => {
+    const logs: string[] = [];
+    const sink = new Writable({
+      write(line, _encoding, done) {
+        logs.push(String(line));
+        done();
+      },
+    });
+    const port = await listening({ maxConnections: 3 }, pino({ level: 'warn' }, sink));
     const held: Socket[] = [];
     for (let i = 0; i < 3; i++) {
       const socket = connect(port, '127.0.0.1');
@@ -335,6 +345,9 @@ describe('connection limit', () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     const refused = await rawExchange(port, (s) => s.write('GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n'));
     expect(refused).toBe('');
+    expect(logs.map((l) => JSON.parse(l))).toContainEqual(
+      expect.objectContaining({ level: 40, dropped: 1, maxConnections: 3, msg: expect.stringContaining('connection limit reached (SVC_MAX_CONNECTIONS)') }),
+    );
 
     const served = held[0] as Socket;
     served.write('GET /api/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');

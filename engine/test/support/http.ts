@@ -1,4 +1,5 @@
 // Builds the engine app over test keys for app.inject tests (and, when needed, a real listener).
+import type { FastifyBaseLogger } from 'fastify';
 import type { Limits } from '../../src/config.js';
 import { ExecutionService } from '../../src/core/execution-service.js';
 import type { KeyRecord, PolicyRecord } from '../../src/core/records.js';
@@ -30,12 +31,18 @@ export async function testApp(
   options: {
     content?: { policies: readonly PolicyRecord[]; keys: readonly KeyRecord[] } | null;
     limits?: Partial<Limits>;
+    logger?: FastifyBaseLogger;
   } = {},
 ): Promise<TestApp> {
   const cache = new RuntimeCache();
   if (options.content !== null) cache.replace({ ...(options.content ?? standardContent()), runtimeVersion: 'test' });
   const limits = { ...TEST_LIMITS, ...options.limits };
-  const built = await buildApp({ execution: new ExecutionService(cache, limits), limits, version: TEST_VERSION });
+  const built = await buildApp({
+    execution: new ExecutionService(cache, limits),
+    limits,
+    version: TEST_VERSION,
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
   return { ...built, cache };
 }
 
