@@ -9,7 +9,7 @@ import { NDJSON_TYPE } from './codecs/ndjson.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandler } from './error-handler.js';
 import { installLifecycle, type Lifecycle } from './lifecycle.js';
 import { type EngineMetrics, metricsRoute, requestMetrics } from './metrics.js';
-import { readJsonBody } from './json-body.js';
+import { parseJsonBody } from './json-body.js';
 import { installMethodGuard } from './method-guard.js';
 import { executionRoutes } from './routes/execution.js';
 import { installTransportGuards } from './transport-guards.js';
@@ -72,12 +72,11 @@ function createFastify(limits: Limits, logger: FastifyBaseLogger | undefined): F
     return503OnClosing: false,
     ajv: { customOptions: { coerceTypes: false } },
   });
-  // One JSON decoder for bodies and stream lines (json-body.ts): UTF-8 only, bounded depth and values,
-  // scanned as the body arrives.
-  const json = { maxDepth: limits.maxJsonDepth, maxValues: limits.maxJsonValues, bodyLimitBytes: limits.bodyLimitBytes };
+  // One JSON decoder for bodies and stream lines (json-body.ts): UTF-8 only, bounded depth and values.
+  const json = { maxDepth: limits.maxJsonDepth, maxValues: limits.maxJsonValues };
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', (request, payload, done) =>
-    readJsonBody(payload, request.headers['content-length'], json, done),
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) =>
+    parseJsonBody(body as Buffer, json, done),
   );
   installTransportGuards(app, limits);
   if (verbose) {

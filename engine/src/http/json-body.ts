@@ -2,12 +2,11 @@
 // linear in bytes but its cost grows with the number of values it allocates: 32 MiB of nested or
 // empty arrays held the event loop for seconds. A structural scan refuses such documents before
 // anything is parsed, and "__proto__" keys by name (JSON.parse would make them own properties that
-// merging code could turn into a prototype change). Bodies are scanned and decoded chunk by chunk as
-// they arrive, so the only work done in one piece is the final JSON.parse.
+// merging code could turn into a prototype change). A large body is handled in steps, each in a turn
+// of the event loop of its own, so the longest piece of work done at once is its JSON.parse.
 // Bytes must be valid UTF-8: a lenient decoder would turn invalid bytes into U+FFFD and the engine
 // would encrypt something other than what was sent.
 import { isUtf8 } from 'node:buffer';
-import type { Readable } from 'node:stream';
 import { type EngineError, errors } from '../core/errors.js';
 
 export interface JsonLimits {
@@ -26,6 +25,11 @@ const MAX_KEY_BYTES = PROTO.length * 6;
 
 function isWhitespace(byte: number): boolean {
   return byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;
+}
+
+function hasBackslash(bytes: Buffer, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) if (bytes[i] === BACKSLASH) return true;
+  return false;
 }
 
 function isProto(raw: Buffer): boolean {
@@ -48,54 +52,69 @@ export class JsonScanner {
   #inString = false;
   #escaped = false;
   #inScalar = false;
-  /** Bytes of the current string while it is short enough to be a "__proto__" key. */
-  #string: Buffer[] = [];
-  #stringBytes = 0;
-  /** The last string, while what follows it may still be the colon that makes it a key. */
-  #candidate: Buffer | undefined;
+  /** Where the current string's content starts in the chunk being scanned (0 once it crossed a chunk). */
+  #stringStart = 0;
+  /** The current string's bytes from earlier chunks (kept while short enough to be a key of interest). */
+  #spill: Buffer[] | undefined;
+  #spillBytes = 0;
+  /** Whether the last string spelled "__proto__"; it is refused if a colon follows (it is a key). */
+  #candidate = false;
 
   constructor(private readonly limits: JsonLimits) {}
 
-  #keep(part: Buffer): void {
-    if (this.#stringBytes <= MAX_KEY_BYTES) this.#string.push(part.subarray(0, MAX_KEY_BYTES + 1));
-    this.#stringBytes += part.length;
+  #endString(chunk: Buffer, quote: number): void {
+    this.#inString = false;
+    const start = this.#stringStart;
+    if (this.#spill) {
+      const total = this.#spillBytes + quote - start;
+      this.#candidate = total <= MAX_KEY_BYTES && isProto(Buffer.concat([...this.#spill, chunk.subarray(start, quote)]));
+      this.#spill = undefined;
+      return;
+    }
+    const length = quote - start;
+    if (length === PROTO.length) this.#candidate = chunk.compare(PROTO, 0, PROTO.length, start, quote) === 0;
+    else if (length <= MAX_KEY_BYTES && hasBackslash(chunk, start, quote)) {
+      this.#candidate = isProto(chunk.subarray(start, quote));
+    } else this.#candidate = false;
   }
 
   /** Consumes string bytes from `from`; returns where the string ended (after its quote) or the chunk's end. */
   #inStringUntil(chunk: Buffer, from: number): number {
     let i = from;
+    if (this.#escaped) {
+      this.#escaped = false;
+      i++;
+    }
     while (i < chunk.length) {
-      if (this.#escaped) {
-        this.#escaped = false;
-        this.#keep(chunk.subarray(i, i + 1));
-        i++;
-        continue;
-      }
       const quote = chunk.indexOf(QUOTE, i);
       const end = quote === -1 ? chunk.length : quote;
       let run = 0;
       while (end - 1 - run >= i && chunk[end - 1 - run] === BACKSLASH) run++;
       if (quote === -1) {
-        this.#keep(chunk.subarray(i));
         this.#escaped = run % 2 === 1;
-        return chunk.length;
+        break;
       }
-      if (run % 2 === 1) {
-        this.#keep(chunk.subarray(i, quote + 1));
-        i = quote + 1;
-        continue;
+      if (run % 2 === 0) {
+        this.#endString(chunk, quote);
+        return quote + 1;
       }
-      this.#keep(chunk.subarray(i, quote));
-      this.#inString = false;
-      this.#candidate = this.#stringBytes <= MAX_KEY_BYTES ? Buffer.concat(this.#string) : undefined;
-      return quote + 1;
+      i = quote + 1;
     }
-    return i;
+    // The string goes on in the next chunk: keep what a key of interest could need.
+    if (this.#spillBytes <= MAX_KEY_BYTES) {
+      this.#spill ??= [];
+      this.#spill.push(chunk.subarray(this.#stringStart, this.#stringStart + MAX_KEY_BYTES + 1));
+    }
+    this.#spillBytes += chunk.length - this.#stringStart;
+    this.#stringStart = 0;
+    return chunk.length;
   }
 
   /** Scans one more chunk; the refusal, if the document is now past a limit or has a "__proto__" key. */
   feed(chunk: Buffer): EngineError | undefined {
     let i = 0;
+    // A string open at the end of the last chunk (even one that only began there) goes on from here.
+    if (this.#inString) this.#stringStart = 0;
     while (i < chunk.length) {
       if (this.#inString) {
         i = this.#inStringUntil(chunk, i);
@@ -107,15 +126,14 @@ export class JsonScanner {
         i++;
         continue;
       }
-      if (byte === COLON && this.#candidate && isProto(this.#candidate)) {
-        return errors.decode('"__proto__" keys are not accepted');
-      }
-      this.#candidate = undefined;
+      if (byte === COLON && this.#candidate) return errors.decode('"__proto__" keys are not accepted');
+      this.#candidate = false;
       switch (byte) {
         case QUOTE:
           this.#inString = true;
-          this.#string = [];
-          this.#stringBytes = 0;
+          this.#stringStart = i + 1;
+          this.#spill = undefined;
+          this.#spillBytes = 0;
           this.#values++;
           this.#inScalar = false;
           break;
@@ -171,94 +189,52 @@ export function decodeJson(bytes: Buffer, limits: JsonLimits, what: 'body' | 'li
   return parse(bytes.toString('utf8'), what);
 }
 
-/** Bodies above this size are parsed in a turn of the event loop of their own. */
+/** Bodies above this size are checked, decoded and parsed in turns of the event loop of their own. */
 const LARGE_BODY_BYTES = 1024 * 1024;
 
-export interface BodyLimits extends JsonLimits {
-  readonly bodyLimitBytes: number;
+/** Runs `step` after the I/O of other connections has had a turn (a second setImmediate passes the poll phase). */
+function afterOthers(step: () => void): void {
+  setImmediate(() => setImmediate(step));
 }
 
 /**
- * Reads a JSON request body from its stream: checks its size, scans it and decodes it (strict UTF-8)
- * chunk by chunk as it arrives, then parses it. Calls `done` once, with the value or an engine error.
+ * Decodes a JSON request body (strict UTF-8, limits scanned first, then parsed) and calls `done` once
+ * with the value or an engine error. A small body is handled at once; a large one in steps, each in a
+ * turn of the event loop of its own (UTF-8 check and scan, decoding, parsing: tens of milliseconds
+ * each at the largest size), so other requests are served in between.
  */
-export function readJsonBody(
-  payload: Readable,
-  contentLength: string | undefined,
-  limits: BodyLimits,
-  done: (error: Error | null, value?: unknown) => void,
-): void {
-  const declared = contentLength === undefined ? undefined : Number(contentLength);
-  if (declared !== undefined && declared > limits.bodyLimitBytes) {
-    done(errors.tooLarge(`request body exceeds ${limits.bodyLimitBytes} bytes`));
+export function parseJsonBody(body: Buffer, limits: JsonLimits, done: (error: Error | null, value?: unknown) => void): void {
+  const check = (): EngineError | undefined =>
+    isUtf8(body) ? checkJsonLimits(body, limits) : errors.decode('body is not valid UTF-8');
+  const finish = (text: string) => {
+    if (text === '') {
+      done(errors.decode('body is empty'));
+      return;
+    }
+    let value: unknown;
+    try {
+      value = parse(text, 'body');
+    } catch (error) {
+      done(error as Error);
+      return;
+    }
+    done(null, value);
+  };
+  if (body.length <= LARGE_BODY_BYTES) {
+    const refused = check();
+    if (refused) done(refused);
+    else finish(body.toString('utf8'));
     return;
   }
-  const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
-  const scanner = new JsonScanner(limits);
-  const parts: string[] = [];
-  let received = 0;
-  let settled = false;
-
-  const settle = (error: Error | null, value?: unknown) => {
-    if (settled) return;
-    settled = true;
-    payload.removeListener('data', onData);
-    payload.removeListener('end', onEnd);
-    payload.removeListener('error', onError);
-    done(error, value);
-  };
-  const decode = (chunk?: Buffer): boolean => {
-    try {
-      parts.push(chunk ? decoder.decode(chunk, { stream: true }) : decoder.decode());
-      return true;
-    } catch {
-      settle(errors.decode('body is not valid UTF-8'));
-      return false;
-    }
-  };
-  function onData(chunk: Buffer): void {
-    received += chunk.length;
-    if (received > limits.bodyLimitBytes) {
-      settle(errors.tooLarge(`request body exceeds ${limits.bodyLimitBytes} bytes`));
+  afterOthers(() => {
+    const refused = check();
+    if (refused) {
+      done(refused);
       return;
     }
-    const refused = scanner.feed(chunk);
-    if (refused) settle(refused);
-    else decode(chunk);
-  }
-  function onEnd(): void {
-    if (declared !== undefined && received !== declared) {
-      settle(errors.decode('content length does not match the body'));
-      return;
-    }
-    if (!decode()) return;
-    const finish = (text: string) => {
-      if (text === '') {
-        settle(errors.decode('body is empty'));
-        return;
-      }
-      try {
-        settle(null, parse(text, 'body'));
-      } catch (error) {
-        settle(error as Error);
-      }
-    };
-    if (received <= LARGE_BODY_BYTES) {
-      finish(parts.join(''));
-      return;
-    }
-    // Joining and parsing a large body take tens of milliseconds each: each gets a turn of its own,
-    // with other connections' I/O handled in between.
-    setImmediate(() => {
-      const text = parts.join('');
-      setImmediate(() => finish(text));
+    afterOthers(() => {
+      const text = body.toString('utf8');
+      afterOthers(() => finish(text));
     });
-  }
-  function onError(error: Error): void {
-    settle(error);
-  }
-  payload.on('data', onData);
-  payload.on('end', onEnd);
-  payload.on('error', onError);
-  payload.resume();
+  });
 }
