@@ -11,10 +11,20 @@ export interface Limits {
   readonly maxDataBytes: number;
   /** Bytes of one NDJSON stream line. */
   readonly maxStreamLineBytes: number;
-  /** Longest time a client may take to send one request (a stream included), in ms. */
+  /** Longest time a client may take to send one request body (single, batch; streams below), in ms. */
   readonly requestTimeoutMs: number;
   /** A connection idle for this long is closed, in ms. */
   readonly idleTimeoutMs: number;
+  /** A stream whose connection moves no byte (either direction) for this long is ended, in ms. */
+  readonly streamIdleTimeoutMs: number;
+  /** Longest time one NDJSON stream may last, in ms. */
+  readonly streamTimeoutMs: number;
+  /** Open connections per listener; connections beyond it are closed at accept. */
+  readonly maxConnections: number;
+  /** Deepest nesting of arrays and objects in a JSON body or stream line. */
+  readonly maxJsonDepth: number;
+  /** Values (keys included) in one JSON body or stream line. */
+  readonly maxJsonValues: number;
 }
 
 export interface EngineConfig {
@@ -92,6 +102,8 @@ export interface HubConfig {
   readonly timeoutMs: number;
   /** Time limit of GET /stats/test-connection, in ms (SVC_STATS_TIMEOUT_MS). */
   readonly statsTimeoutMs: number;
+  /** The only targets GET /stats/test-connection may call, `host` or `host:port` (SVC_STATS_ALLOWED_TARGETS). */
+  readonly statsAllowedTargets?: readonly string[];
 }
 
 export class ConfigError extends Error {
@@ -199,6 +211,46 @@ function registration(env: Env): RegistrationConfig {
   return { hubUrl, token, tokenFile };
 }
 
+// Limits of the HTTP transports (docs/api.md#limits). Defaults keep one engine answering under slow or
+// hostile clients: a body must arrive within 90 s, a stream must keep moving, connections are capped
+// below common file descriptor limits, and JSON documents cannot allocate millions of values.
+function limits(env: Env): Limits {
+  const maxBatchItems = integer(env, 'SVC_BATCH_MAX_ITEMS', 10_000);
+  return {
+    bodyLimitBytes: integer(env, 'SVC_BODY_LIMIT_BYTES', 32 * MIB),
+    maxBatchItems,
+    maxDataBytes: integer(env, 'SVC_DATA_MAX_BYTES', 4 * MIB),
+    maxStreamLineBytes: integer(env, 'SVC_STREAM_LINE_MAX_BYTES', 8 * MIB),
+    requestTimeoutMs: integer(env, 'SVC_REQUEST_TIMEOUT_MS', 90_000),
+    idleTimeoutMs: integer(env, 'SVC_IDLE_TIMEOUT_MS', 60_000),
+    streamIdleTimeoutMs: integer(env, 'SVC_STREAM_IDLE_TIMEOUT_MS', 30_000),
+    streamTimeoutMs: integer(env, 'SVC_STREAM_TIMEOUT_MS', 3_600_000),
+    maxConnections: integer(env, 'SVC_MAX_CONNECTIONS', 2_000),
+    maxJsonDepth: integer(env, 'SVC_JSON_MAX_DEPTH', 32),
+    // A batch item is at most nine values ({, four keys, four values): room for the largest batch.
+    maxJsonValues: integer(env, 'SVC_JSON_MAX_VALUES', Math.max(1_000, 20 * maxBatchItems)),
+  };
+}
+
+// Comma-separated `host` or `host:port` entries; unset: any target but link-local and metadata addresses.
+function statsAllowedTargets(env: Env): string[] | undefined {
+  const raw = env.SVC_STATS_ALLOWED_TARGETS;
+  if (raw === undefined || raw.trim() === '') return undefined;
+  return raw.split(',').map((entry) => {
+    const trimmed = entry.trim();
+    let url: URL | undefined;
+    try {
+      url = new URL(`http://${trimmed}`);
+    } catch {
+      url = undefined;
+    }
+    if (!trimmed || !url || /[/@?#\s]/.test(trimmed)) {
+      throw new ConfigError(`SVC_STATS_ALLOWED_TARGETS entries must be host or host:port, got "${trimmed}"`);
+    }
+    return trimmed.toLowerCase();
+  });
+}
+
 export function loadConfig(env: Env = process.env, argv: readonly string[] = process.argv.slice(2)): EngineConfig {
   for (const arg of argv) {
     if (arg !== '--dev')
@@ -224,14 +276,7 @@ export function loadConfig(env: Env = process.env, argv: readonly string[] = pro
     bootstrapFile: env.SVC_BOOTSTRAP_FILE ? resolve(env.SVC_BOOTSTRAP_FILE) : undefined,
     logLevel: level,
     shutdownGraceMs: integer(env, 'SVC_SHUTDOWN_GRACE_MS', 10_000),
-    limits: {
-      bodyLimitBytes: integer(env, 'SVC_BODY_LIMIT_BYTES', 32 * MIB),
-      maxBatchItems: integer(env, 'SVC_BATCH_MAX_ITEMS', 10_000),
-      maxDataBytes: integer(env, 'SVC_DATA_MAX_BYTES', 4 * MIB),
-      maxStreamLineBytes: integer(env, 'SVC_STREAM_LINE_MAX_BYTES', 8 * MIB),
-      requestTimeoutMs: integer(env, 'SVC_REQUEST_TIMEOUT_MS', 3_600_000),
-      idleTimeoutMs: integer(env, 'SVC_IDLE_TIMEOUT_MS', 60_000),
-    },
+    limits: limits(env),
     store: {
       databaseUrl: databaseUrl(env),
       engineId: env.SVC_ENGINE_ID || 'default',
@@ -247,6 +292,7 @@ export function loadConfig(env: Env = process.env, argv: readonly string[] = pro
       backoffMaxMs: integer(env, 'SVC_HUB_BACKOFF_MAX_MS', 60_000),
       timeoutMs: integer(env, 'SVC_HUB_TIMEOUT_MS', 5_000),
       statsTimeoutMs: integer(env, 'SVC_STATS_TIMEOUT_MS', 3_000),
+      statsAllowedTargets: statsAllowedTargets(env),
     },
     // Keeps the operations API off the application network (docs/operations.md).
     audit: auditConfig(env, resolve(env.SVC_DATA_DIR || 'data')),

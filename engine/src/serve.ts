@@ -146,6 +146,7 @@ export async function serve({ config, log, masterKey, store, cache, manager, res
     providerFamily: 'software',
     capabilities: CAPABILITIES,
     statsTimeoutMs: hubConfig.statsTimeoutMs,
+    statsAllowedTargets: hubConfig.statsAllowedTargets,
     keyDestroyGraceMs: config.keyDestroyGraceMs,
   };
   registerHubMetrics(metrics.registry, agent);

@@ -231,7 +231,7 @@ describe.each(['', '/engine'])('rewrap under "%s"', (prefix) => {
     expect(lines).toHaveLength(3);
     expect(lines[0]).toMatchObject({ success: true, policyCode: 'PII_SIV' });
     expect(keyVersionOf(lines[0].data)).toBe(2);
-    expect(lines[1]).toEqual({ error: 'decode request: line is not valid JSON' });
+    expect(lines[1]).toEqual({ success: false, error: 'decode request: line is not valid JSON' });
     expect(lines[2]).toEqual({ success: false, error: 'rewrap request accepts data only' });
   });
 });

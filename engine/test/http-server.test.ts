@@ -2,10 +2,11 @@
 // error lines that do not stop the stream, the binary frame over the wire, and graceful draining.
 import { once } from 'node:events';
 import { type ClientRequest, type IncomingMessage, request } from 'node:http';
-import { type AddressInfo, connect, type Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BINARY_FRAME_TYPE, decodeResponseFrame, encodeRequestFrame } from '../src/http/codecs/binary-frame.js';
 import { type TestApp, testApp } from './support/http.js';
+import { rawExchange } from './support/raw-socket.js';
 
 let t: TestApp;
 let base: URL;
@@ -69,14 +70,14 @@ describe('NDJSON streams over a real connection', () => {
       ciphertexts.push(line.data);
     }
     req.write('this is not json\n');
-    expect(JSON.parse(await next())).toEqual({ error: 'decode request: line is not valid JSON' });
+    expect(JSON.parse(await next())).toEqual({ success: false, error: 'decode request: line is not valid JSON' });
     req.write('{"data":"no policy"}\n');
     expect(JSON.parse(await next())).toEqual({
       success: false,
       error: 'encrypt request requires policyCode or policyName',
     });
     req.write(`{"data":"${'x'.repeat(2000)}","policyCode":"PII_GCM"}\n`);
-    expect(JSON.parse(await next())).toEqual({ error: 'line exceeds 1024 bytes' });
+    expect(JSON.parse(await next())).toEqual({ success: false, error: 'line exceeds 1024 bytes' });
     req.write('{"data":"after the errors","policyCode":"PII_GCM"}\n');
     const after = JSON.parse(await next());
     expect(after.success).toBe(true);
@@ -158,17 +159,6 @@ describe('binary frame over a real connection', () => {
     expect(decodeResponseFrame(Buffer.from(await dec.arrayBuffer())).items.map((i) => i.data)).toEqual(values);
   });
 });
-
-/** Sends raw bytes on a new connection and returns everything the server answers until it closes. */
-async function rawExchange(port: number, send: (socket: Socket) => void): Promise<string> {
-  const socket = connect(port, '127.0.0.1');
-  await once(socket, 'connect');
-  const chunks: Buffer[] = [];
-  socket.on('data', (chunk: Buffer) => chunks.push(chunk));
-  send(socket);
-  await once(socket, 'close');
-  return Buffer.concat(chunks).toString('latin1');
-}
 
 describe('malformed HTTP and slow clients', () => {
   it('answers a malformed request line with a 400 in the catalogue shape', async () => {

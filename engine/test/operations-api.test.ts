@@ -364,28 +364,93 @@ describe('stats test connection', () => {
     expect(calls).toBe(0);
   });
 
-  it('reports a reachable target with its status, and an unreachable one as not reachable', async () => {
-    w = await operationsWorld();
+  /** A local stats server answering 204; its port. */
+  async function statsServer(): Promise<number> {
     server = createServer((_req, res) => res.writeHead(204).end());
     await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as AddressInfo).port;
+    return (server.address() as AddressInfo).port;
+  }
+
+  it('reports a reachable target, and a refused or unresolvable one the same way, without status or timing', async () => {
+    w = await operationsWorld();
+    const port = await statsServer();
     const target = encodeURIComponent(`http://127.0.0.1:${port}/stats?token=secret-token#frag`);
     const up = (await call(w, 'GET', `/stats/test-connection?statsTargetUrl=${target}`)).json();
-    expect(up).toMatchObject({ success: true, reachable: true, httpStatus: 204, error: null });
-    expect(up.statsTargetUrl).toBe(`http://127.0.0.1:${port}/stats`);
+    expect(up).toEqual({ success: true, statsTargetUrl: `http://127.0.0.1:${port}/stats`, reachable: true, error: null });
     await new Promise((resolve) => server?.close(resolve));
     server = undefined;
-    const down = await call(w, 'GET', `/stats/test-connection?statsTargetUrl=http://127.0.0.1:${port}/stats`);
-    expect(down.statusCode).toBe(200);
-    expect(down.json()).toMatchObject({ success: false, reachable: false, httpStatus: null, error: 'ECONNREFUSED' });
+    for (const url of [`http://127.0.0.1:${port}/stats`, 'http://no-such-host.invalid/stats']) {
+      const down = await call(w, 'GET', `/stats/test-connection?statsTargetUrl=${encodeURIComponent(url)}`);
+      expect(down.statusCode, url).toBe(200);
+      expect(down.json()).toEqual({
+        success: false,
+        statsTargetUrl: url,
+        reachable: false,
+        error: 'connection failed',
+      });
+    }
   });
 
-  it("reports a failure without a system error code as 'connection failed'", async () => {
+  it('refuses link-local and metadata targets with 400, by address, by name and after resolution', async () => {
+    const resolved: Record<string, string> = { 'stats.example': '169.254.169.254', 'v6.example': 'fe80::1' };
+    w = await operationsWorld({
+      stats: { statsResolver: async (host) => [{ address: resolved[host] ?? '192.0.2.1', family: host.startsWith('v6') ? 6 : 4 }] },
+    });
+    const targets = [
+      'http://169.254.169.254/latest/meta-data/',
+      'http://169.254.1.1:8080/',
+      'http://[fe80::1]/',
+      'http://[fd00:ec2::254]/',
+      'http://[::ffff:169.254.169.254]/',
+      'http://0.0.0.0:9400/',
+      'http://metadata.google.internal/computeMetadata/v1/',
+      'http://METADATA.google.internal./',
+      'http://stats.example/',
+      'http://v6.example/',
+    ];
+    for (const url of targets) {
+      const response = await call(w, 'GET', `/stats/test-connection?statsTargetUrl=${encodeURIComponent(url)}`);
+      expect(response.statusCode, url).toBe(400);
+      expect(response.json()).toEqual({ error: 'statsTargetUrl is not an allowed target' });
+    }
+  });
+
+  it('connects to the address it vetted, not to a second resolution of the name', async () => {
+    const port = await statsServer();
+    let lookups = 0;
+    w = await operationsWorld({
+      stats: {
+        statsResolver: async () => {
+          lookups += 1;
+          return [{ address: '127.0.0.1', family: 4 }];
+        },
+      },
+    });
+    // The name exists only in the resolver: reaching the local server proves the connection used it.
+    const response = await call(w, 'GET', `/stats/test-connection?statsTargetUrl=http://stats.example:${port}/`);
+    expect(response.json()).toMatchObject({ success: true, reachable: true });
+    expect(lookups).toBe(1);
+  });
+
+  it('calls only the configured targets when SVC_STATS_ALLOWED_TARGETS is set, link-local included if listed', async () => {
+    const port = await statsServer();
+    w = await operationsWorld({ stats: { statsAllowedTargets: [`127.0.0.1:${port}`, '169.254.10.10'] } });
+    const listed = await call(w, 'GET', `/stats/test-connection?statsTargetUrl=http://127.0.0.1:${port}/`);
+    expect(listed.json()).toMatchObject({ success: true, reachable: true });
+    const otherPort = await call(w, 'GET', `/stats/test-connection?statsTargetUrl=http://127.0.0.1:${port + 1}/`);
+    expect(otherPort.statusCode).toBe(400);
+    expect(otherPort.json()).toEqual({ error: 'statsTargetUrl is not an allowed target' });
+    const linkLocal = await call(w, 'GET', '/stats/test-connection?statsTargetUrl=http://169.254.10.10:1/');
+    expect(linkLocal.statusCode).toBe(200);
+  });
+
+  it('never writes the query of a request URL (a token in statsTargetUrl) into the request log', async () => {
     w = await operationsWorld();
-    // fetch refuses to call port 1 (on its list of blocked ports) with an error carrying no code.
-    const response = await call(w, 'GET', '/stats/test-connection?statsTargetUrl=http://127.0.0.1:1/');
-    expect(response.statusCode).toBe(200);
-    expect(response.json()).toMatchObject({ success: false, reachable: false, httpStatus: null, error: 'connection failed' });
+    const target = encodeURIComponent('http://127.0.0.1:1/stats?token=secret-token');
+    await call(w, 'GET', `/stats/test-connection?statsTargetUrl=${target}&other=secret-other`);
+    const logged = w.logs.join('');
+    expect(logged).toContain('"path":"/engine/api/v1/stats/test-connection"');
+    expect(logged).not.toMatch(/secret-token|secret-other|statsTargetUrl/);
   });
 });
 
@@ -402,6 +467,7 @@ describe('metrics', () => {
     expect(response.body).toContain('svc_http_requests_total{method="POST",route="/api/encrypt",status="200"} 2');
     expect(response.body).toContain('svc_key_encryptions_total{alias="pii-gcm",version="1"} 2');
     expect(response.body).toContain('svc_cache_entries{kind="policy"} 1');
+    expect(response.body).toMatch(/^svc_nodejs_eventloop_lag_max_seconds \d/m);
     expect(response.body).toContain('svc_engine_info{version="9.9.9-test",status="ONLINE"} 1');
     expect(response.body).toMatch(/svc_http_request_duration_seconds_bucket\{le="[^"]+",method="POST",route="\/api\/encrypt"\}/);
   });

@@ -62,6 +62,11 @@ describe('seed', () => {
     await expect(seed(m, { bootstrapFile: missing, devMode: false, dataDir: dir, masterKey }, silentLogger)).rejects.toThrow(
       `SVC_BOOTSTRAP_FILE: cannot read ${missing} (ENOENT)`,
     );
+    const broken = join(dir, 'broken.json');
+    await writeFile(broken, '{\n  "policies": [],\n  "keys": [],\n}\n');
+    await expect(seed(m, { bootstrapFile: broken, devMode: false, dataDir: dir, masterKey }, silentLogger)).rejects.toThrow(
+      `SVC_BOOTSTRAP_FILE: ${broken} is not valid JSON at line 4, column 1: expected double-quoted property name`,
+    );
   });
 
   it('generates the dev demo policies once and keeps the same keys on later starts', async () => {

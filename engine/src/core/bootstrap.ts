@@ -18,6 +18,66 @@ export const DEMO_POLICIES = {
   deterministic: 'DEMO_DETERMINISTIC',
 } as const;
 
+/** The parser's position of a syntax error, when its message gives one. */
+function reportedPosition(message: string): number | undefined {
+  const match = / in JSON at position (\d+)/.exec(message);
+  return match ? Number(match[1]) : undefined;
+}
+
+/** Whether a prefix of a JSON text is only unfinished (it could still become valid) rather than wrong. */
+function isUnfinished(prefix: string): boolean {
+  try {
+    JSON.parse(prefix);
+    return true;
+  } catch (error) {
+    const message = (error as Error).message;
+    const position = reportedPosition(message);
+    return position !== undefined
+      ? position >= prefix.length
+      : message.startsWith('Unexpected end') || message.startsWith('Unterminated string');
+  }
+}
+
+/** The first wrong character: a wrong prefix stays wrong when extended, so binary search applies. */
+function firstWrongCharacter(text: string): number {
+  let good = 0;
+  let bad = text.length;
+  while (bad - good > 1) {
+    const mid = (good + bad) >>> 1;
+    if (isUnfinished(text.slice(0, mid))) good = mid;
+    else bad = mid;
+  }
+  return good;
+}
+
+/**
+ * Where and why a JSON text does not parse: `line L, column C: <reason>`, or undefined when it parses.
+ * The text is never quoted (a bootstrap file holds raw keys): the position is the parser's when it
+ * reports one, else found by search, and the reason is the parser's own only when it quotes nothing.
+ */
+export function describeJsonError(text: string): string | undefined {
+  let message: string;
+  try {
+    JSON.parse(text);
+    return undefined;
+  } catch (error) {
+    message = (error as Error).message;
+  }
+  const unfinished = message.startsWith('Unexpected end');
+  const at = reportedPosition(message) ?? (unfinished ? text.length : firstWrongCharacter(text));
+  const before = text.slice(0, at);
+  const line = before.split('\n').length;
+  const column = at - before.lastIndexOf('\n');
+  const reason =
+    /^(.*) in JSON at position \d+/.exec(message)?.[1]?.toLowerCase() ??
+    (unfinished ? 'unexpected end of the text' : 'unexpected character');
+  const hint =
+    text[at] === '\n' || text[at] === '\r'
+      ? ' (a line break inside a string: keep each base64 key on one line, e.g. openssl base64 -A)'
+      : '';
+  return `line ${line}, column ${column}: ${reason}${hint}`;
+}
+
 export function parseBootstrap(doc: unknown, readMaterial: MaterialReader = readRawMaterial): SnapshotContent {
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc))
     throw errors.invalid('bootstrap: must be a JSON object');

@@ -22,6 +22,7 @@ const CATALOGUE = {
   METHOD_NOT_ALLOWED: { status: 405, shape: 'plain' },
   REQUEST_TIMEOUT: { status: 408, shape: 'plain' },
   HEADERS_TOO_LARGE: { status: 431, shape: 'plain' },
+  EXPECTATION_FAILED: { status: 417, shape: 'plain' },
   NOT_CONFIGURED: { status: 503, shape: 'plain' },
   SHUTTING_DOWN: { status: 503, shape: 'plain' },
   INTERNAL: { status: 500, shape: 'plain' },
@@ -85,9 +86,13 @@ export const errors = {
     new EngineError('PAYLOAD_TOO_LARGE', `batch has ${count} items; the limit is ${limit}`),
   unsupportedMediaType: (type: string) =>
     new EngineError('UNSUPPORTED_MEDIA_TYPE', `unsupported content type: ${type || '(none)'}`),
+  unsupportedCharset: (charset: string) =>
+    new EngineError('UNSUPPORTED_MEDIA_TYPE', `unsupported charset: ${charset} (JSON and NDJSON bodies are UTF-8)`),
+  expectationFailed: () => new EngineError('EXPECTATION_FAILED', 'unsupported Expect header (only 100-continue is)'),
   notFound: () => new EngineError('NOT_FOUND', 'not found'),
   methodNotAllowed: () => new EngineError('METHOD_NOT_ALLOWED', 'method not allowed'),
   requestTimeout: () => new EngineError('REQUEST_TIMEOUT', 'request timed out'),
+  streamTimeout: (detail: string) => new EngineError('REQUEST_TIMEOUT', `request timed out: ${detail}`),
   headersTooLarge: () => new EngineError('HEADERS_TOO_LARGE', 'request headers too large'),
   malformedHttp: () => new EngineError('DECODE', 'decode request: malformed HTTP request'),
   notConfigured: () => new EngineError('NOT_CONFIGURED', 'crypto service is not configured'),

@@ -104,7 +104,8 @@ function toFailure(error: unknown, policyCode?: string): ItemFailure {
 
 export class ExecutionService {
   constructor(
-    readonly cache: RuntimeCache,
+    /** The runtime cache, or one snapshot held still (a batch processed in slices sees one view). */
+    readonly cache: Pick<RuntimeCache, 'current'>,
     readonly limits: ExecutionLimits,
     /** Where transports record their calls (docs/audit.md); absent: nothing is audited. */
     readonly audit?: AuditTrail,

@@ -1,10 +1,8 @@
 // Builds the engine's Fastify app from its dependencies; listening, signals and configuration belong
 // to main.ts. Routes are thin adapters over the core's execution service.
-import { isUtf8 } from 'node:buffer';
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Limits } from '../config.js';
-import { errors } from '../core/errors.js';
 import type { ExecutionService } from '../core/execution-service.js';
 import { BINARY_FRAME_TYPE } from './codecs/binary-frame.js';
 import { NDJSON_TYPE } from './codecs/ndjson.js';
@@ -13,8 +11,10 @@ import { installAuditHooks } from './audit-hook.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandler } from './error-handler.js';
 import { installLifecycle, type Lifecycle } from './lifecycle.js';
 import { type EngineMetrics, metricsRoute, requestMetrics } from './metrics.js';
+import { parseJsonBody } from './json-body.js';
 import { installMethodGuard } from './method-guard.js';
 import { executionRoutes } from './routes/execution.js';
+import { installTransportGuards } from './transport-guards.js';
 import type { HealthComponent } from './routes/health.js';
 import { type OperationsDeps, operationsRoutes } from './routes/operations/index.js';
 
@@ -60,11 +60,15 @@ function createFastify(limits: Limits, logger: FastifyBaseLogger | undefined): F
     // Two info lines per request would cost more than the encryption; access lines are logged at debug.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: limits.bodyLimitBytes,
-    requestTimeout: limits.requestTimeoutMs,
-    // Node enforces requestTimeout when it checks its connections: check often enough for the limit to hold.
+    // Node's request timeout would also cut off streams, which may last long while they keep moving:
+    // the body time limits are the engine's own (transport-guards.ts, execution-stream.ts).
+    requestTimeout: 0,
+    // Node enforces headersTimeout when it checks its connections: check often enough for the limit to hold.
     http: {
       connectionsCheckingInterval: Math.max(250, Math.min(30_000, Math.floor(limits.requestTimeoutMs / 4))),
       headersTimeout: Math.min(60_000, limits.requestTimeoutMs),
+      // Answered in the error catalogue by transport-guards.ts instead of Node's empty 400.
+      requireHostHeader: false,
     },
     clientErrorHandler,
     frameworkErrors,
@@ -72,20 +76,18 @@ function createFastify(limits: Limits, logger: FastifyBaseLogger | undefined): F
     return503OnClosing: false,
     ajv: { customOptions: { coerceTypes: false } },
   });
-  // The default JSON parser decodes invalid UTF-8 into U+FFFD, which would encrypt something other than
-  // what was sent: bodies must be valid UTF-8, then the default (prototype-poisoning-safe) parser runs.
-  const parseJson = app.getDefaultJsonParser('error', 'ignore');
+  // One JSON decoder for bodies and stream lines (json-body.ts): UTF-8 only, bounded depth and values.
+  const json = { maxDepth: limits.maxJsonDepth, maxValues: limits.maxJsonValues };
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
-    if (!isUtf8(body as Buffer)) {
-      done(errors.decode('body is not valid UTF-8'), undefined);
-      return;
-    }
-    parseJson(request, (body as Buffer).toString('utf8'), done);
-  });
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) =>
+    parseJsonBody(body as Buffer, json, done),
+  );
+  installTransportGuards(app, limits);
   if (verbose) {
     app.addHook('onResponse', (request, reply, done) => {
-      request.log.debug({ req: request, statusCode: reply.statusCode, ms: reply.elapsedTime }, 'request completed');
+      // The path only: a query may carry a token (statsTargetUrl=…?token=…) and is never logged.
+      const path = request.url.split('?', 1)[0];
+      request.log.debug({ method: request.method, path, statusCode: reply.statusCode, ms: reply.elapsedTime }, 'request completed');
       done();
     });
   }
@@ -119,7 +121,7 @@ export async function buildApp(deps: AppDeps): Promise<EngineApp> {
     version: deps.version,
     components: deps.healthComponents,
   };
-  const routes = { execution: deps.execution, maxLineBytes: limits.maxStreamLineBytes, health };
+  const routes = { execution: deps.execution, limits, health };
   await app.register(executionRoutes, routes);
   // Deployments behind the '/engine' context path reach the same API there.
   await app.register(executionRoutes, { ...routes, prefix: '/engine' });

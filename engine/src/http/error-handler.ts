@@ -30,12 +30,20 @@ export function toEngineError(error: FastifyError | Error, request: FastifyReque
 
 const REASONS: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };
 
+/** Whether the bytes Node failed on start a HEAD request, whose answer must not carry a body. */
+function isHead(error: { rawPacket?: unknown }): boolean {
+  return Buffer.isBuffer(error.rawPacket) && error.rawPacket.subarray(0, 5).toString('latin1') === 'HEAD ';
+}
+
 /**
  * Errors Node's HTTP parser raises before Fastify sees a request (malformed request line, bad chunking,
  * a request that takes longer than the request timeout): answered on the raw socket, in the same catalogue.
  */
-export function clientErrorHandler(error: Error & { code?: string }, socket: Socket): void {
-  if (error.code === 'ECONNRESET' || !socket.writable) {
+export function clientErrorHandler(error: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void {
+  // A response already under way (a stream whose request body turned malformed) cannot take another
+  // status line: the connection is closed, as Node itself does.
+  const inProgress = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
+  if (error.code === 'ECONNRESET' || !socket.writable || inProgress) {
     socket.destroy();
     return;
   }
@@ -48,7 +56,7 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
   const body = JSON.stringify(mapped.body());
   socket.end(
     `HTTP/1.1 ${mapped.status} ${REASONS[mapped.status]}\r\nContent-Type: application/json\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${isHead(error) ? '' : body}`,
   );
 }
 

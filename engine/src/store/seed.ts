@@ -4,7 +4,7 @@
 // so no raw key stays on disk.
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { generateDevBootstrap, parseBootstrap } from '../core/bootstrap.js';
+import { describeJsonError, generateDevBootstrap, parseBootstrap } from '../core/bootstrap.js';
 import type { CacheManager } from './cache-manager.js';
 import { wrappedMaterialReader } from './key-material.js';
 import type { Logger } from './logger.js';
@@ -28,7 +28,7 @@ async function readJson(path: string, what: string): Promise<unknown> {
   try {
     return JSON.parse(text);
   } catch {
-    throw new Error(`${what}: ${path} is not valid JSON`);
+    throw new Error(`${what}: ${path} is not valid JSON at ${describeJsonError(text) ?? 'an unknown position'}`);
   }
 }
 

@@ -1,4 +1,5 @@
 // Builds the engine app over test keys for app.inject tests (and, when needed, a real listener).
+import type { FastifyBaseLogger } from 'fastify';
 import type { Limits } from '../../src/config.js';
 import { ExecutionService } from '../../src/core/execution-service.js';
 import type { KeyRecord, PolicyRecord } from '../../src/core/records.js';
@@ -15,6 +16,11 @@ export const TEST_LIMITS: Limits = {
   maxStreamLineBytes: 128 * 1024,
   requestTimeoutMs: 60_000,
   idleTimeoutMs: 10_000,
+  streamIdleTimeoutMs: 10_000,
+  streamTimeoutMs: 60_000,
+  maxConnections: 200,
+  maxJsonDepth: 32,
+  maxJsonValues: 2_000,
 };
 
 export interface TestApp extends EngineApp {
@@ -25,12 +31,18 @@ export async function testApp(
   options: {
     content?: { policies: readonly PolicyRecord[]; keys: readonly KeyRecord[] } | null;
     limits?: Partial<Limits>;
+    logger?: FastifyBaseLogger;
   } = {},
 ): Promise<TestApp> {
   const cache = new RuntimeCache();
   if (options.content !== null) cache.replace({ ...(options.content ?? standardContent()), runtimeVersion: 'test' });
   const limits = { ...TEST_LIMITS, ...options.limits };
-  const built = await buildApp({ execution: new ExecutionService(cache, limits), limits, version: TEST_VERSION });
+  const built = await buildApp({
+    execution: new ExecutionService(cache, limits),
+    limits,
+    version: TEST_VERSION,
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
   return { ...built, cache };
 }
 

@@ -31,6 +31,7 @@ export async function operationsWorld(
     keyDestroyGraceMs?: number;
     fetch?: FetchLike;
     audit?: AuditTrail;
+    stats?: Pick<OperationsDeps, 'statsAllowedTargets' | 'statsResolver'>;
   } = {},
 ): Promise<OperationsWorld> {
   const logs: string[] = [];
@@ -56,6 +57,7 @@ export async function operationsWorld(
     capabilities: ['AES-256-GCM', 'AES-256-SIV'],
     statsTimeoutMs: 2000,
     keyDestroyGraceMs: options.keyDestroyGraceMs ?? 168 * 3_600_000,
+    ...options.stats,
   };
   const metrics = createMetrics({
     cache: world.manager.cache,

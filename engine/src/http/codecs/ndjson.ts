@@ -9,15 +9,21 @@ export const NDJSON_TYPE = 'application/x-ndjson';
 const NEWLINE = 0x0a;
 
 export interface LineHandlers {
-  /** Maps one request line (without its newline) to one response line (without newline). */
-  readonly line: (text: string) => string;
+  /** Maps one request line (without its newline; as text and as its bytes) to one response line (without newline). */
+  readonly line: (text: string, bytes: Buffer) => string;
   /** The response line for a request line over the size limit. */
   readonly tooLong: () => string;
   /** The response line for a request line that is not valid UTF-8. */
   readonly notUtf8: () => string;
 }
 
-export function ndjsonTransform(handlers: LineHandlers, maxLineBytes: number): Transform {
+export interface NdjsonTransform extends Transform {
+  /** Ends the output with one last line; request bytes still buffered or arriving are ignored. */
+  abort(lastLine: string): void;
+}
+
+export function ndjsonTransform(handlers: LineHandlers, maxLineBytes: number): NdjsonTransform {
+  let aborted = false;
   let pending: Buffer[] = [];
   let pendingBytes = 0;
   let discarding = false;
@@ -34,11 +40,11 @@ export function ndjsonTransform(handlers: LineHandlers, maxLineBytes: number): T
       out.push(handlers.notUtf8());
       return;
     }
-    let text = whole.toString('utf8');
-    if (text.endsWith('\r')) text = text.slice(0, -1);
+    const bytes = whole[whole.length - 1] === 0x0d ? whole.subarray(0, -1) : whole;
+    const text = bytes.toString('utf8');
     // Blank lines carry no request and get no response (a trailing newline is common).
     if (text.trim() === '') return;
-    out.push(handlers.line(text));
+    out.push(handlers.line(text, bytes));
   };
 
   const keep = (out: string[], part: Buffer): void => {
@@ -55,8 +61,12 @@ export function ndjsonTransform(handlers: LineHandlers, maxLineBytes: number): T
     pendingBytes += part.length;
   };
 
-  return new Transform({
+  const transform = new Transform({
     transform(chunk: Buffer, _encoding, callback: TransformCallback) {
+      if (aborted) {
+        callback();
+        return;
+      }
       const out: string[] = [];
       let start = 0;
       let nl = chunk.indexOf(NEWLINE, start);
@@ -78,10 +88,22 @@ export function ndjsonTransform(handlers: LineHandlers, maxLineBytes: number): T
       callback(null, out.length > 0 ? `${out.join('\n')}\n` : undefined);
     },
     flush(callback: TransformCallback) {
+      if (aborted) {
+        callback();
+        return;
+      }
       const out: string[] = [];
       if (pendingBytes > 0) finishLine(out, Buffer.alloc(0));
       discarding = false;
       callback(null, out.length > 0 ? `${out.join('\n')}\n` : undefined);
     },
-  });
+  }) as NdjsonTransform;
+  transform.abort = (lastLine: string) => {
+    if (aborted) return;
+    aborted = true;
+    pending = [];
+    transform.push(`${lastLine}\n`);
+    transform.push(null);
+  };
+  return transform;
 }

@@ -1,8 +1,9 @@
 // POST /api/encrypt/batch and /api/decrypt/batch, in JSON (`items`, or `requests` for compatibility)
 // and in the binary frame. Each item is processed on its own; the request answers 200 once processed.
+import { Readable } from 'node:stream';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { errors } from '../../core/errors.js';
-import type { ExecutionService, ItemOutcome } from '../../core/execution-service.js';
+import { ExecutionService, type ItemOutcome } from '../../core/execution-service.js';
 import {
   BINARY_FRAME_TYPE,
   decodeRequestFrame,
@@ -29,7 +30,7 @@ export function batchItems(body: unknown): unknown[] {
   return items;
 }
 
-function originalData(item: unknown): string | undefined {
+export function originalData(item: unknown): string | undefined {
   const data = (item as { data?: unknown } | null)?.data;
   return typeof data === 'string' ? data : undefined;
 }
@@ -73,27 +74,87 @@ export function jsonBatch(operation: Operation, items: unknown[], outcomes: Item
   };
 }
 
-export function frameBatch(
+/**
+ * A large batch (JSON or binary frame) is processed in slices with a turn of the event loop between
+ * them, and a large JSON answer is written in slices too, so one batch of the largest size does not
+ * hold up every other request for the whole of its work. A batch of one slice takes the direct path.
+ */
+const SLICE_ITEMS = 256;
+const SLICE_DATA_BYTES = 256 * 1024;
+
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+export async function inSlices<T, R>(
+  execution: ExecutionService,
+  items: readonly T[],
+  size: (item: T) => number,
+  run: (service: ExecutionService, slice: T[]) => R[],
+): Promise<R[]> {
+  if (items.length <= SLICE_ITEMS) return run(execution, [...items]);
+  execution.checkBatchSize(items.length);
+  // Every slice uses the snapshot current when the batch started, whatever syncs land meanwhile.
+  const pinned = new ExecutionService({ current: execution.snapshot() }, execution.limits);
+  const out: R[] = [];
+  let start = 0;
+  while (start < items.length) {
+    await nextTurn(); // the body was parsed in the turn that called the handler: work starts in the next
+    let end = start;
+    let bytes = 0;
+    while (end < items.length && end - start < SLICE_ITEMS && bytes < SLICE_DATA_BYTES) {
+      bytes += size(items[end] as T);
+      end++;
+    }
+    for (const result of run(pinned, items.slice(start, end))) out.push(result);
+    start = end;
+  }
+  return out;
+}
+
+/**
+ * The batch response as a stream of JSON text, a slice of results per chunk, in the contract's field
+ * order. Each slice waits for a turn of the event loop: socket writes that complete at once would
+ * otherwise chain the whole response through microtasks and starve timers and other requests.
+ */
+async function* batchJsonText(batch: ReturnType<typeof jsonBatch>): AsyncGenerator<string> {
+  const { results, ...totals } = batch;
+  yield `{"success":${batch.success},"transportMode":"json","results":[`;
+  for (let i = 0; i < results.length; i += SLICE_ITEMS) {
+    await nextTurn();
+    const slice = results.slice(i, i + SLICE_ITEMS).map((r) => JSON.stringify(r));
+    yield (i === 0 ? '' : ',') + slice.join(',');
+  }
+  const { totalProcessed, totalSuccess, totalFailed, totalProcessingTime } = totals;
+  yield `],${JSON.stringify({ totalProcessed, totalSuccess, totalFailed, totalProcessingTime }).slice(1)}`;
+}
+
+export async function frameBatch(
   execution: ExecutionService,
   operation: Operation,
   body: Buffer,
   start: bigint,
   request: FastifyRequest,
-): Buffer {
+): Promise<Buffer> {
   const frame = decodeRequestFrame(body, operation, execution.limits.maxBatchItems);
   let results: FrameResult[];
   if (frame.operation === 'decrypt') {
-    const decrypted = execution.decryptBytesMany(frame.items);
+    const decrypted = await inSlices(execution, frame.items, (item) => item.length, (service, slice) =>
+      service.decryptBytesMany(slice),
+    );
     request.auditSummary?.addAll(
       decrypted.map((r) => ('plaintext' in r ? { ok: true, policyCode: r.policyCode } : r)),
       frame.items,
     );
     results = decrypted.map((r) => ('plaintext' in r ? { ok: true, policyCode: r.policyCode, data: r.plaintext } : r));
+  } else if (frame.operation === 'encrypt') {
+    results = await inSlices(execution, frame.items, (item) => item.data.length, (service, slice) =>
+      service.encryptBytesMany(slice),
+    );
+    request.auditSummary?.addAll(results);
   } else {
-    const outcomes =
-      frame.operation === 'encrypt' ? execution.encryptBytesMany(frame.items) : execution.rewrapCiphertexts(frame.items);
-    request.auditSummary?.addAll(outcomes, frame.operation === 'rewrap' ? frame.items : undefined);
-    results = outcomes;
+    results = await inSlices(execution, frame.items, (item) => item.length, (service, slice) =>
+      service.rewrapCiphertexts(slice),
+    );
+    request.auditSummary?.addAll(results, frame.items);
   }
   const totalSuccess = results.filter((r) => r.ok).length;
   return encodeResponseFrame(operation, results, {
@@ -103,21 +164,29 @@ export function frameBatch(
   });
 }
 
+/** A JSON batch's answer: the body itself, or for a large batch the same text written in slices. */
+export function sendJsonBatch(reply: FastifyReply, batch: ReturnType<typeof jsonBatch>) {
+  if (batch.results.length <= SLICE_ITEMS) return reply.send(batch);
+  return reply.type('application/json; charset=utf-8').send(Readable.from(batchJsonText(batch), { highWaterMark: 1 }));
+}
+
 export const batchRoutes: FastifyPluginAsync<{ execution: ExecutionService }> = async (app, { execution }) => {
   const onRequest = accepts('application/json', BINARY_FRAME_TYPE);
 
   for (const operation of ['encrypt', 'decrypt'] as const) {
-    const run = (request: FastifyRequest, reply: FastifyReply) => {
+    const run = async (request: FastifyRequest, reply: FastifyReply) => {
       const start = process.hrtime.bigint();
       reply.header('x-svc-transport-mode', 'json');
       if (mediaType(request) === BINARY_FRAME_TYPE) {
-        const out = frameBatch(execution, operation, request.body as Buffer, start, request);
+        const out = await frameBatch(execution, operation, request.body as Buffer, start, request);
         return reply.header('x-svc-transport-mode', 'binary-frame').type(BINARY_FRAME_TYPE).send(out);
       }
       const items = batchItems(request.body);
-      const outcomes = operation === 'encrypt' ? execution.encryptMany(items) : execution.decryptMany(items);
+      const outcomes = await inSlices(execution, items, (item) => originalData(item)?.length ?? 0, (service, slice) =>
+        operation === 'encrypt' ? service.encryptMany(slice) : service.decryptMany(slice),
+      );
       request.auditSummary?.addAll(outcomes, items);
-      return reply.send(jsonBatch(operation, items, outcomes, start));
+      return sendJsonBatch(reply, jsonBatch(operation, items, outcomes, start));
     };
     app.post(
       `/api/${operation}/batch`,

@@ -2,16 +2,17 @@
 // ciphertext under the newest ACTIVE key version of the same policy's key out (docs/rotation.md).
 // The plaintext never leaves the engine. Same shapes, limits and result building as decrypt/encrypt.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { Limits } from '../../config.js';
 import type { ExecutionService } from '../../core/execution-service.js';
 import { BINARY_FRAME_TYPE } from '../codecs/binary-frame.js';
 import { accepts, mediaType } from '../content-type.js';
 import { BatchResponse, batchBody, errorResponses, RewrapBody, SingleResponse } from '../schemas.js';
-import { batchItems, frameBatch, jsonBatch } from './execution-batch.js';
+import { batchItems, frameBatch, inSlices, jsonBatch, originalData, sendJsonBatch } from './execution-batch.js';
 import { ndjsonRoute } from './execution-stream.js';
 
-export const rewrapRoutes: FastifyPluginAsync<{ execution: ExecutionService; maxLineBytes: number }> = async (
+export const rewrapRoutes: FastifyPluginAsync<{ execution: ExecutionService; limits: Limits }> = async (
   app,
-  { execution, maxLineBytes },
+  { execution, limits },
 ) => {
   app.post(
     '/api/rewrap',
@@ -36,19 +37,21 @@ export const rewrapRoutes: FastifyPluginAsync<{ execution: ExecutionService; max
         response: { 200: BatchResponse, ...errorResponses },
       },
     },
-    (request: FastifyRequest, reply: FastifyReply) => {
+    async (request: FastifyRequest, reply: FastifyReply) => {
       const start = process.hrtime.bigint();
       if (mediaType(request) === BINARY_FRAME_TYPE) {
-        const out = frameBatch(execution, 'rewrap', request.body as Buffer, start, request);
+        const out = await frameBatch(execution, 'rewrap', request.body as Buffer, start, request);
         return reply.header('x-svc-transport-mode', 'binary-frame').type(BINARY_FRAME_TYPE).send(out);
       }
       reply.header('x-svc-transport-mode', 'json');
       const items = batchItems(request.body);
-      const outcomes = execution.rewrapMany(items);
+      const outcomes = await inSlices(execution, items, (item) => originalData(item)?.length ?? 0, (service, slice) =>
+        service.rewrapMany(slice),
+      );
       request.auditSummary?.addAll(outcomes, items);
-      return reply.send(jsonBatch('rewrap', items, outcomes, start));
+      return sendJsonBatch(reply, jsonBatch('rewrap', items, outcomes, start));
     },
   );
 
-  ndjsonRoute(app, '/api/rewrap/stream', execution, execution.rewrapOne.bind(execution), maxLineBytes);
+  ndjsonRoute(app, '/api/rewrap/stream', execution, execution.rewrapOne.bind(execution), limits);
 };

@@ -1,6 +1,7 @@
 // The execution API under one prefix ('' or the '/engine' context path): health, single, batch, stream,
 // rewrap and equality terms.
 import type { FastifyPluginAsync } from 'fastify';
+import type { Limits } from '../../config.js';
 import type { ExecutionService } from '../../core/execution-service.js';
 import { batchRoutes } from './execution-batch.js';
 import { equalityRoutes } from './execution-equality.js';
@@ -11,7 +12,7 @@ import { type HealthOptions, healthRoutes } from './health.js';
 
 export interface ExecutionRoutesOptions {
   readonly execution: ExecutionService;
-  readonly maxLineBytes: number;
+  readonly limits: Limits;
   readonly health: HealthOptions;
 }
 
@@ -22,7 +23,7 @@ export const executionRoutes: FastifyPluginAsync<ExecutionRoutesOptions> = async
   await app.register(healthRoutes, opts.health);
   await app.register(singleRoutes, { execution: opts.execution });
   await app.register(batchRoutes, { execution: opts.execution });
-  await app.register(streamRoutes, { execution: opts.execution, maxLineBytes: opts.maxLineBytes });
-  await app.register(rewrapRoutes, { execution: opts.execution, maxLineBytes: opts.maxLineBytes });
+  await app.register(streamRoutes, { execution: opts.execution, limits: opts.limits });
+  await app.register(rewrapRoutes, { execution: opts.execution, limits: opts.limits });
   await app.register(equalityRoutes, { execution: opts.execution });
 };

@@ -88,8 +88,6 @@ export const TestConnection = Type.Object({
   success: Type.Boolean(),
   statsTargetUrl: Type.String(),
   reachable: Type.Boolean(),
-  httpStatus: Nullable(Type.Integer()),
-  latencyMs: Type.Integer(),
   error: Nullable(Type.String()),
 });
 

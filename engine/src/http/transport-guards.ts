@@ -1,0 +1,72 @@
+// Protections of a listener against slow and hostile clients, shared by every app: a cap on open
+// connections, the time limit on receiving a request body, and the HTTP/1.1 checks Node would
+// otherwise answer with empty bodies (missing Host, unknown Expect), rendered in the error catalogue.
+// Streams keep their own timers (execution-stream.ts): they may last long while they keep moving.
+import type { FastifyInstance } from 'fastify';
+import type { Limits } from '../config.js';
+import { errors } from '../core/errors.js';
+import { NDJSON_TYPE } from './codecs/ndjson.js';
+import { mediaType } from './content-type.js';
+import { sendError } from './error-handler.js';
+
+/** Connections refused at accept are counted and logged at most once per this interval. */
+const DROP_LOG_INTERVAL_MS = 10_000;
+
+function capConnections(app: FastifyInstance, maxConnections: number): void {
+  app.server.maxConnections = maxConnections;
+  let dropped = 0;
+  let logged = 0;
+  app.server.on('drop', () => {
+    dropped++;
+    const now = Date.now();
+    if (now - logged < DROP_LOG_INTERVAL_MS) return;
+    logged = now;
+    app.log.warn({ dropped, maxConnections }, 'connection limit reached (SVC_MAX_CONNECTIONS): new connections are closed at accept');
+    dropped = 0;
+  });
+}
+
+/** Node answers an Expect other than 100-continue with an empty 417; this one carries the error body. */
+function refuseExpectations(app: FastifyInstance): void {
+  app.server.on('checkExpectation', (request, response) => {
+    const error = errors.expectationFailed();
+    const body = JSON.stringify(error.body());
+    response.writeHead(error.status, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(body),
+      connection: 'close',
+    });
+    // Node leaves out the body of an answer to HEAD.
+    response.end(body);
+  });
+}
+
+export function installTransportGuards(app: FastifyInstance, limits: Limits): void {
+  capConnections(app, limits.maxConnections);
+  refuseExpectations(app);
+
+  app.addHook('onRequest', (request, reply, done) => {
+    // Node's own check (requireHostHeader) answers an empty 400; HTTP/1.1 requires Host.
+    if (request.raw.httpVersion === '1.1' && !request.headers.host) {
+      reply.header('connection', 'close');
+      sendError(reply, errors.decode('the Host header is missing'));
+      return;
+    }
+    // A body already received (most small requests arrive with their headers) needs no timer.
+    if (request.raw.complete || mediaType(request) === NDJSON_TYPE) {
+      done();
+      return;
+    }
+    const timer = setTimeout(() => {
+      if (request.raw.complete || reply.sent) return;
+      const error = errors.requestTimeout();
+      reply.header('connection', 'close');
+      // While the body parser reads, failing its input makes it report the error through the one
+      // error handler; otherwise the answer is sent here. Either way the connection then closes.
+      if (request.raw.listenerCount('error') > 0) request.raw.emit('error', error);
+      else sendError(reply, error);
+    }, limits.requestTimeoutMs);
+    reply.raw.once('close', () => clearTimeout(timer));
+    done();
+  });
+}
