@@ -3,7 +3,14 @@
 import { Readable } from 'node:stream';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { errors } from '../../core/errors.js';
-import { ExecutionService, type ItemOutcome } from '../../core/execution-service.js';
+import {
+  type DecryptedBytes,
+  ExecutionService,
+  type ItemFailure,
+  type ItemOutcome,
+  type RawBytesItem,
+} from '../../core/execution-service.js';
+import type { BatchMethod } from '../../workers/protocol.js';
 import {
   BINARY_FRAME_TYPE,
   decodeRequestFrame,
@@ -111,6 +118,23 @@ export async function inSlices<T, R>(
 }
 
 /**
+ * Who runs a batch's items through the execution service: the main thread in slices (inThread), or
+ * the crypto worker pool (workers/worker-pool.ts). Either way one snapshot serves the whole batch.
+ */
+export interface BatchRunner {
+  run(method: BatchMethod, items: readonly unknown[], size: (item: unknown) => number): Promise<unknown[]>;
+}
+
+export function inThread(execution: ExecutionService): BatchRunner {
+  return {
+    run: (method, items, size) =>
+      inSlices(execution, items, size, (service, slice) =>
+        (service[method] as (items: readonly unknown[]) => unknown[]).call(service, slice),
+      ),
+  };
+}
+
+/**
  * The batch response as a stream of JSON text, a slice of results per chunk, in the contract's field
  * order. Each slice waits for a turn of the event loop: socket writes that complete at once would
  * otherwise chain the whole response through microtasks and starve timers and other requests.
@@ -129,6 +153,7 @@ async function* batchJsonText(batch: ReturnType<typeof jsonBatch>): AsyncGenerat
 
 export async function frameBatch(
   execution: ExecutionService,
+  batches: BatchRunner,
   operation: Operation,
   body: Buffer,
   start: bigint,
@@ -137,23 +162,20 @@ export async function frameBatch(
   const frame = decodeRequestFrame(body, operation, execution.limits.maxBatchItems);
   let results: FrameResult[];
   if (frame.operation === 'decrypt') {
-    const decrypted = await inSlices(execution, frame.items, (item) => item.length, (service, slice) =>
-      service.decryptBytesMany(slice),
-    );
+    const decrypted = (await batches.run('decryptBytesMany', frame.items, (item) => (item as string).length)) as (
+      | DecryptedBytes
+      | ItemFailure
+    )[];
     request.auditSummary?.addAll(
       decrypted.map((r) => ('plaintext' in r ? { ok: true, policyCode: r.policyCode } : r)),
       frame.items,
     );
     results = decrypted.map((r) => ('plaintext' in r ? { ok: true, policyCode: r.policyCode, data: r.plaintext } : r));
   } else if (frame.operation === 'encrypt') {
-    results = await inSlices(execution, frame.items, (item) => item.data.length, (service, slice) =>
-      service.encryptBytesMany(slice),
-    );
+    results = (await batches.run('encryptBytesMany', frame.items, (item) => (item as RawBytesItem).data.length)) as ItemOutcome[];
     request.auditSummary?.addAll(results);
   } else {
-    results = await inSlices(execution, frame.items, (item) => item.length, (service, slice) =>
-      service.rewrapCiphertexts(slice),
-    );
+    results = (await batches.run('rewrapCiphertexts', frame.items, (item) => (item as string).length)) as ItemOutcome[];
     request.auditSummary?.addAll(results, frame.items);
   }
   const totalSuccess = results.filter((r) => r.ok).length;
@@ -170,7 +192,10 @@ export function sendJsonBatch(reply: FastifyReply, batch: ReturnType<typeof json
   return reply.type('application/json; charset=utf-8').send(Readable.from(batchJsonText(batch), { highWaterMark: 1 }));
 }
 
-export const batchRoutes: FastifyPluginAsync<{ execution: ExecutionService }> = async (app, { execution }) => {
+export const batchRoutes: FastifyPluginAsync<{ execution: ExecutionService; batches: BatchRunner }> = async (
+  app,
+  { execution, batches },
+) => {
   const onRequest = accepts('application/json', BINARY_FRAME_TYPE);
 
   for (const operation of ['encrypt', 'decrypt'] as const) {
@@ -178,13 +203,12 @@ export const batchRoutes: FastifyPluginAsync<{ execution: ExecutionService }> = 
       const start = process.hrtime.bigint();
       reply.header('x-svc-transport-mode', 'json');
       if (mediaType(request) === BINARY_FRAME_TYPE) {
-        const out = await frameBatch(execution, operation, request.body as Buffer, start, request);
+        const out = await frameBatch(execution, batches, operation, request.body as Buffer, start, request);
         return reply.header('x-svc-transport-mode', 'binary-frame').type(BINARY_FRAME_TYPE).send(out);
       }
       const items = batchItems(request.body);
-      const outcomes = await inSlices(execution, items, (item) => originalData(item)?.length ?? 0, (service, slice) =>
-        operation === 'encrypt' ? service.encryptMany(slice) : service.decryptMany(slice),
-      );
+      const method = operation === 'encrypt' ? 'encryptMany' : 'decryptMany';
+      const outcomes = (await batches.run(method, items, (item) => originalData(item)?.length ?? 0)) as ItemOutcome[];
       request.auditSummary?.addAll(outcomes, items);
       return sendJsonBatch(reply, jsonBatch(operation, items, outcomes, start));
     };

@@ -7,12 +7,20 @@ import type { ExecutionService } from '../../core/execution-service.js';
 import { BINARY_FRAME_TYPE } from '../codecs/binary-frame.js';
 import { accepts, mediaType } from '../content-type.js';
 import { BatchResponse, batchBody, errorResponses, RewrapBody, SingleResponse } from '../schemas.js';
-import { batchItems, frameBatch, inSlices, jsonBatch, originalData, sendJsonBatch } from './execution-batch.js';
+import type { ItemOutcome } from '../../core/execution-service.js';
+import {
+  type BatchRunner,
+  batchItems,
+  frameBatch,
+  jsonBatch,
+  originalData,
+  sendJsonBatch,
+} from './execution-batch.js';
 import { ndjsonRoute } from './execution-stream.js';
 
-export const rewrapRoutes: FastifyPluginAsync<{ execution: ExecutionService; limits: Limits }> = async (
+export const rewrapRoutes: FastifyPluginAsync<{ execution: ExecutionService; batches: BatchRunner; limits: Limits }> = async (
   app,
-  { execution, limits },
+  { execution, batches, limits },
 ) => {
   app.post(
     '/api/rewrap',
@@ -40,14 +48,12 @@ export const rewrapRoutes: FastifyPluginAsync<{ execution: ExecutionService; lim
     async (request: FastifyRequest, reply: FastifyReply) => {
       const start = process.hrtime.bigint();
       if (mediaType(request) === BINARY_FRAME_TYPE) {
-        const out = await frameBatch(execution, 'rewrap', request.body as Buffer, start, request);
+        const out = await frameBatch(execution, batches, 'rewrap', request.body as Buffer, start, request);
         return reply.header('x-svc-transport-mode', 'binary-frame').type(BINARY_FRAME_TYPE).send(out);
       }
       reply.header('x-svc-transport-mode', 'json');
       const items = batchItems(request.body);
-      const outcomes = await inSlices(execution, items, (item) => originalData(item)?.length ?? 0, (service, slice) =>
-        service.rewrapMany(slice),
-      );
+      const outcomes = (await batches.run('rewrapMany', items, (item) => originalData(item)?.length ?? 0)) as ItemOutcome[];
       request.auditSummary?.addAll(outcomes, items);
       return sendJsonBatch(reply, jsonBatch('rewrap', items, outcomes, start));
     },
