@@ -31,6 +31,8 @@ export interface RunningEngine {
   readonly dataDir: string;
   /** Everything the process wrote so far (stdout and stderr). */
   output(): string;
+  /** Sends a signal to the process (e.g. SIGUSR2 under SVC_TEST_HOOKS ends a crypto worker). */
+  signal(signal: NodeJS.Signals): void;
   /** Stops the process (SIGTERM, then SIGKILL after 5 s). Idempotent. */
   stop(): Promise<void>;
   /** Stops and starts again on the same port and data directory. */
@@ -79,6 +81,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<RunningE
     opsUrl: `http://127.0.0.1:${opsPort}`,
     dataDir,
     output: proc.output,
+    signal: proc.signal,
     stop,
     restart: async () => {
       await stop();

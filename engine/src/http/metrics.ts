@@ -14,7 +14,7 @@ export interface MetricsSources {
   readonly storeAvailable?: () => boolean;
   readonly engineVersion: string;
   /** The crypto worker pool, when there is one (SVC_WORKERS > 1). */
-  readonly workers?: { states(): Record<string, number>; readonly replaced: number };
+  readonly workers?: { states(): Record<string, number>; readonly replaced: number; readonly slicesRun: number };
 }
 
 export interface EngineMetrics {
@@ -80,6 +80,15 @@ export function createMetrics(sources: MetricsSources): EngineMetrics {
       collect() {
         this.reset();
         this.inc(workers.replaced);
+      },
+    });
+    new Counter({
+      name: 'svc_worker_slices_total',
+      help: 'Batch slices run on crypto worker threads',
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(workers.slicesRun);
       },
     });
   }

@@ -61,6 +61,7 @@ export class WorkerPool {
   #nextTask = 1;
   #closing = false;
   #replaced = 0;
+  #slicesRun = 0;
   #crashes = 0;
   #stopListening: (() => void) | undefined;
   readonly #drained: (() => void)[] = [];
@@ -87,6 +88,11 @@ export class WorkerPool {
       out[!slot.online || slot.acks.size > 0 ? 'starting' : slot.task ? 'busy' : 'idle']++;
     }
     return out;
+  }
+
+  /** Batch slices the workers completed since start. */
+  get slicesRun(): number {
+    return this.#slicesRun;
   }
 
   /** Workers that ended unexpectedly and were replaced since start. */
@@ -232,6 +238,7 @@ export class WorkerPool {
     const task = slot.task;
     if (!task || task.id !== message.task) return;
     slot.task = undefined;
+    this.#slicesRun++;
     if (message.type === 'done') task.resolve(message.outcomes as unknown[]);
     else task.reject(errors.internal());
     this.#dispatch();
