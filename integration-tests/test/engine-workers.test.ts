@@ -2,6 +2,8 @@
 // answers a key sync only once every worker holds the new key (a large batch sent right after the sync
 // answers encrypts every item under it, on whichever worker), and a worker that ends abruptly is
 // replaced while batches keep succeeding in full.
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BINARY_FRAME_TYPE, decodeResponseFrame, encodeRequestFrame } from '../../engine/src/http/codecs/binary-frame.js';
 import { engineClient, eventually, keyVersionOf } from '../src/engine-client.js';
@@ -43,7 +45,7 @@ function items(prefix: string) {
 beforeAll(async () => {
   engine = await startEngine({
     bootstrap: testBootstrap(),
-    env: { SVC_WORKERS: '2', SVC_TEST_HOOKS: 'true', SVC_ALLOW_RAW_KEY_MATERIAL: 'true' },
+    env: { SVC_WORKERS: '2', SVC_TEST_HOOKS: 'true', SVC_ALLOW_RAW_KEY_MATERIAL: 'true', SVC_AUDIT_FLUSH_INTERVAL_MS: '50' },
   });
   client = engineClient(engine.url, TENANT, engine.opsUrl);
   // Syncs need an identity; the hub named here is never reached by anything the tests check.
@@ -98,6 +100,44 @@ describe('an engine on two worker threads', () => {
       expect(metric(after, `svc_key_encryptions_total{alias="it-gcm",version="${version}"}`)).toBe(2 * BATCH);
       expect(metric(after, `svc_key_decryptions_total{alias="it-gcm",version="${version}"}`)).toBe(BATCH);
     }
+  });
+
+  it('answers a JSON batch from the workers with the document the main thread writes, and audits it once', async () => {
+    // Deterministic encryption, failures of three kinds: the same items give the same results on either path.
+    const mixed = Array.from({ length: 128 }, (_, i) =>
+      i % 5 === 1
+        ? { data: `x-${i}`, policyCode: 'NO_SUCH_POLICY' }
+        : i % 5 === 3
+          ? { policyCode: POLICIES.deterministic }
+          : { data: `det-${i}`, policyCode: POLICIES.deterministic },
+    );
+    const slicesBefore = metric(await metrics(), 'svc_worker_slices_total');
+    const whole = await postJson('/api/encrypt/batch', { items: mixed });
+    expect(metric(await metrics(), 'svc_worker_slices_total')).toBeGreaterThan(slicesBefore);
+    // Batches under the pool's threshold run on the main thread.
+    const parts = await Promise.all([0, 32, 64, 96].map((at) => postJson('/api/encrypt/batch', { items: mixed.slice(at, at + 32) })));
+    expect(whole.status).toBe(200);
+    const { totalProcessingTime: _t, results, ...totals } = whole.body;
+    expect(results).toEqual(parts.flatMap((p) => p.body.results));
+    expect(totals).toEqual({ success: false, transportMode: 'json', totalProcessed: 128, totalSuccess: 77, totalFailed: 51 });
+    expect(Object.keys(results[0])).toEqual(['success', 'code', 'message', 'originalData', 'encryptedData', 'policyCode']);
+
+    const requestId = (await fetch(`${engine.url}/api/encrypt/batch`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ items: mixed }),
+    })).headers.get('x-request-id');
+    let event: { items: unknown; itemErrors: unknown; policyCodes: string[]; outcome: { result: string } } | undefined;
+    await eventually('the batch is in the audit file', async () => {
+      const lines = (await readFile(join(engine.dataDir, 'audit.log'), 'utf8')).split('\n').filter((l) => l !== '');
+      const events = lines.map((l) => JSON.parse(l)).filter((e) => e.requestId === requestId);
+      event = events[0];
+      return events.length === 1;
+    });
+    expect(event?.items).toEqual({ total: 128, succeeded: 77, failed: 51 });
+    expect(event?.itemErrors).toEqual({ POLICY_NOT_FOUND: 26, INVALID_REQUEST: 25 });
+    expect(event?.outcome.result).toBe('partial');
+    expect(new Set(event?.policyCodes)).toEqual(new Set([POLICIES.deterministic, 'NO_SUCH_POLICY']));
   });
 
   it('replaces a worker that ends abruptly, and batches in flight meanwhile still succeed in full', async () => {

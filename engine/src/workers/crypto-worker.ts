@@ -3,11 +3,13 @@
 // It never touches the network, the store or the audit trail; it counts what it did and reports the
 // counts with each slice so the main thread's usage counters (and reservations) stay complete.
 import { parentPort, workerData } from 'node:worker_threads';
+import { AuditSummary } from '../core/audit.js';
 import { EngineError } from '../core/errors.js';
-import { ExecutionService } from '../core/execution-service.js';
+import { ExecutionService, type ItemOutcome } from '../core/execution-service.js';
+import { resultObject } from '../http/batch-results.js';
 import { RuntimeSnapshot } from '../core/runtime-snapshot.js';
 import { UsageCounters } from '../core/usage-counters.js';
-import type { FromWorker, ToWorker, UsageDelta, WorkerInit } from './protocol.js';
+import type { FromWorker, JsonSlice, ToWorker, UsageDelta, WorkerInit } from './protocol.js';
 
 const port = parentPort;
 if (!port) throw new Error('crypto-worker.ts runs as a worker thread only');
@@ -40,6 +42,28 @@ function toWire(outcome: unknown): unknown {
   return outcome;
 }
 
+/** A JSON batch slice as text, in the contract's field order (what the main thread would write). */
+function jsonSlice(
+  operation: NonNullable<Extract<ToWorker, { type: 'run' }>['json']>,
+  outcomes: ItemOutcome[],
+  items: readonly unknown[],
+): JsonSlice {
+  let succeeded = 0;
+  const parts = new Array<string>(outcomes.length);
+  for (let i = 0; i < outcomes.length; i++) {
+    const outcome = outcomes[i] as ItemOutcome;
+    if (outcome.ok) succeeded++;
+    parts[i] = JSON.stringify(resultObject(operation.operation, outcome, items[i]));
+  }
+  let audit;
+  if (operation.audit) {
+    const summary = new AuditSummary(operation.operation);
+    summary.addAll(outcomes, items);
+    audit = summary.facts();
+  }
+  return { text: parts.join(','), succeeded, audit };
+}
+
 function post(message: FromWorker): void {
   port?.postMessage(message);
 }
@@ -67,6 +91,10 @@ port.on('message', (message: ToWorker) => {
         outcomes = (service[message.method] as (items: readonly unknown[]) => unknown[])(message.items);
       } catch {
         post({ type: 'failed', task: message.task, usage: usageSince() });
+        return;
+      }
+      if (message.json) {
+        post({ type: 'done', task: message.task, json: jsonSlice(message.json, outcomes as ItemOutcome[], message.items), usage: usageSince() });
         return;
       }
       post({ type: 'done', task: message.task, outcomes: outcomes.map(toWire), usage: usageSince() });

@@ -1,7 +1,9 @@
 // Messages between the engine's main thread and its crypto worker threads (worker-pool.ts,
 // crypto-worker.ts). Everything here crosses a thread boundary by structured clone: plain data only
 // (an EngineError travels as its catalogue code and message and is rebuilt on the other side).
+import type { AuditFacts } from '../core/audit.js';
 import type { ExecutionLimits } from '../core/execution-service.js';
+import type { BatchOperation } from '../http/batch-results.js';
 import type { SnapshotContent } from '../core/runtime-snapshot.js';
 
 /** The ExecutionService batch methods a worker runs; each takes an array of items of its transport. */
@@ -31,6 +33,8 @@ export type ToWorker =
     readonly generation: number;
     readonly method: BatchMethod;
     readonly items: readonly unknown[];
+    /** A JSON batch: answer with the slice's result objects as JSON text (and its audit facts when audited). */
+    readonly json?: { readonly operation: BatchOperation; readonly audit: boolean };
   };
 
 /** An item's failure, as data. */
@@ -55,8 +59,17 @@ export type FromWorker =
     readonly type: 'done';
     readonly task: number;
     /** Successes as the service returned them (plaintext bytes arrive as Uint8Array), failures as WireFailure. */
-    readonly outcomes: readonly unknown[];
+    readonly outcomes?: readonly unknown[];
+    /** For a JSON batch instead: the results as comma-separated JSON objects. */
+    readonly json?: JsonSlice;
     readonly usage: readonly UsageDelta[];
   }
   /** The slice threw as a whole (the generation was missing, or a bug): the batch fails with INTERNAL. */
   | { readonly type: 'failed'; readonly task: number; readonly usage: readonly UsageDelta[] };
+
+/** A JSON batch slice's results, written by a worker. */
+export interface JsonSlice {
+  readonly text: string;
+  readonly succeeded: number;
+  readonly audit?: AuditFacts;
+}

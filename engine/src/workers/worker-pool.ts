@@ -14,7 +14,11 @@ import { EngineError, type ErrorCode, errors } from '../core/errors.js';
 import type { ExecutionService } from '../core/execution-service.js';
 import type { RuntimeCache } from '../core/runtime-cache.js';
 import type { RuntimeSnapshot, SnapshotContent } from '../core/runtime-snapshot.js';
-import type { BatchMethod, FromWorker, ToWorker, UsageDelta, WireFailure, WorkerInit } from './protocol.js';
+import type { BatchOperation } from '../http/batch-results.js';
+import type { BatchMethod, FromWorker, JsonSlice, ToWorker, UsageDelta, WireFailure, WorkerInit } from './protocol.js';
+
+type Done = Extract<FromWorker, { type: 'done' }>;
+type Run = Extract<ToWorker, { type: 'run' }>;
 
 /** Items per slice and plaintext bytes per slice: the same bounds the in-thread path uses. */
 export const SLICE_ITEMS = 256;
@@ -38,8 +42,9 @@ interface Task {
   readonly generation: Generation;
   readonly method: BatchMethod;
   readonly items: readonly unknown[];
+  readonly json: Run['json'];
   attempts: number;
-  resolve(outcomes: unknown[]): void;
+  resolve(done: Done): void;
   reject(error: Error): void;
 }
 
@@ -107,14 +112,43 @@ export class WorkerPool {
   async run(method: BatchMethod, items: readonly unknown[], size: (item: unknown) => number): Promise<unknown[]> {
     const { execution } = this;
     execution.checkBatchSize(items.length);
-    const snapshot = execution.snapshot();
     if (items.length < POOL_MIN_ITEMS || this.#closing) {
+      execution.snapshot();
       return (execution[method] as (items: readonly unknown[]) => unknown[]).call(execution, items);
     }
-    const generation = this.#track(snapshot);
+    const out: unknown[] = [];
+    for (const done of await this.#sliced(method, items, size, undefined)) {
+      for (const outcome of done.outcomes ?? []) out.push(fromWire(outcome));
+    }
+    return out;
+  }
+
+  /**
+   * A JSON batch on the workers, each slice's results written as JSON text there (with the audit
+   * facts when `audit`); undefined when the batch is small enough for the main thread (then run()).
+   */
+  async runJson(
+    operation: BatchOperation,
+    method: BatchMethod,
+    items: readonly unknown[],
+    size: (item: unknown) => number,
+    audit: boolean,
+  ): Promise<JsonSlice[] | undefined> {
+    this.execution.checkBatchSize(items.length);
+    if (items.length < POOL_MIN_ITEMS || this.#closing) return undefined;
+    return (await this.#sliced(method, items, size, { operation, audit })).map((done) => done.json as JsonSlice);
+  }
+
+  async #sliced(
+    method: BatchMethod,
+    items: readonly unknown[],
+    size: (item: unknown) => number,
+    json: Run['json'],
+  ): Promise<Done[]> {
+    const generation = this.#track(this.execution.snapshot());
     generation.users++;
     try {
-      const slices: Promise<unknown[]>[] = [];
+      const slices: Promise<Done>[] = [];
       let start = 0;
       while (start < items.length) {
         let end = start;
@@ -123,12 +157,10 @@ export class WorkerPool {
           bytes += size(items[end]);
           end++;
         }
-        slices.push(this.#submit(generation, method, items.slice(start, end)));
+        slices.push(this.#submit(generation, method, items.slice(start, end), json));
         start = end;
       }
-      const out: unknown[] = [];
-      for (const slice of await Promise.all(slices)) for (const outcome of slice) out.push(fromWire(outcome));
-      return out;
+      return await Promise.all(slices);
     } finally {
       generation.users--;
       this.#releaseUnused();
@@ -184,9 +216,9 @@ export class WorkerPool {
     for (const slot of this.#slots) this.#post(slot, { type: 'release', generations: released });
   }
 
-  #submit(generation: Generation, method: BatchMethod, items: unknown[]): Promise<unknown[]> {
-    return new Promise<unknown[]>((resolve, reject) => {
-      this.#queue.push({ id: this.#nextTask++, generation, method, items, attempts: 0, resolve, reject });
+  #submit(generation: Generation, method: BatchMethod, items: unknown[], json: Run['json']): Promise<Done> {
+    return new Promise<Done>((resolve, reject) => {
+      this.#queue.push({ id: this.#nextTask++, generation, method, items, json, attempts: 0, resolve, reject });
       this.#dispatch();
     });
   }
@@ -203,7 +235,14 @@ export class WorkerPool {
       const task = this.#queue.shift() as Task;
       slot.task = task;
       task.attempts++;
-      this.#post(slot, { type: 'run', task: task.id, generation: task.generation.number, method: task.method, items: task.items });
+      this.#post(slot, {
+        type: 'run',
+        task: task.id,
+        generation: task.generation.number,
+        method: task.method,
+        items: task.items,
+        json: task.json,
+      });
     }
   }
 
@@ -239,7 +278,7 @@ export class WorkerPool {
     if (!task || task.id !== message.task) return;
     slot.task = undefined;
     this.#slicesRun++;
-    if (message.type === 'done') task.resolve(message.outcomes as unknown[]);
+    if (message.type === 'done') task.resolve(message);
     else task.reject(errors.internal());
     this.#dispatch();
   }

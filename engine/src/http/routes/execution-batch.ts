@@ -10,24 +10,20 @@ import {
   type ItemOutcome,
   type RawBytesItem,
 } from '../../core/execution-service.js';
-import type { BatchMethod } from '../../workers/protocol.js';
+import type { BatchMethod, JsonSlice } from '../../workers/protocol.js';
 import {
   BINARY_FRAME_TYPE,
   decodeRequestFrame,
   encodeResponseFrame,
   type FrameResult,
 } from '../codecs/binary-frame.js';
+import { type BatchOperation, originalData, resultObject } from '../batch-results.js';
 import { accepts, mediaType } from '../content-type.js';
 import { BatchResponse, batchBody, DecryptBody, EncryptBody, errorResponses } from '../schemas.js';
 
-export type BatchOperation = 'encrypt' | 'decrypt' | 'rewrap';
+export type { BatchOperation };
+export { originalData };
 type Operation = BatchOperation;
-
-const SUCCESS_MESSAGE: Record<Operation, string> = {
-  encrypt: 'encrypt succeeded',
-  decrypt: 'decrypt succeeded',
-  rewrap: 'rewrap succeeded',
-};
 
 export function batchItems(body: unknown): unknown[] {
   const raw =
@@ -37,37 +33,15 @@ export function batchItems(body: unknown): unknown[] {
   return items;
 }
 
-export function originalData(item: unknown): string | undefined {
-  const data = (item as { data?: unknown } | null)?.data;
-  return typeof data === 'string' ? data : undefined;
-}
-
 export function elapsedMs(start: bigint): number {
   return Number((process.hrtime.bigint() - start) / 1_000_000n);
 }
 
 export function jsonBatch(operation: Operation, items: unknown[], outcomes: ItemOutcome[], start: bigint) {
-  const dataField = operation === 'decrypt' ? 'decryptedData' : 'encryptedData';
   let totalSuccess = 0;
   const results = outcomes.map((outcome, i) => {
-    if (outcome.ok) {
-      totalSuccess++;
-      return {
-        success: true,
-        code: 1000,
-        message: SUCCESS_MESSAGE[operation],
-        originalData: originalData(items[i]),
-        [dataField]: outcome.data,
-        policyCode: outcome.policyCode,
-      };
-    }
-    return {
-      success: false,
-      code: 2000,
-      message: outcome.error.message,
-      originalData: originalData(items[i]),
-      policyCode: outcome.policyCode,
-    };
+    if (outcome.ok) totalSuccess++;
+    return resultObject(operation, outcome, items[i]);
   });
   const totalFailed = outcomes.length - totalSuccess;
   return {
@@ -123,6 +97,47 @@ export async function inSlices<T, R>(
  */
 export interface BatchRunner {
   run(method: BatchMethod, items: readonly unknown[], size: (item: unknown) => number): Promise<unknown[]>;
+  /** A JSON batch whose results are written as JSON text where they are made; undefined: use run(). */
+  runJson?(
+    operation: BatchOperation,
+    method: BatchMethod,
+    items: readonly unknown[],
+    size: (item: unknown) => number,
+    audit: boolean,
+  ): Promise<JsonSlice[] | undefined>;
+}
+
+const itemSize = (item: unknown) => originalData(item)?.length ?? 0;
+
+/** Runs a JSON batch and answers it; the audit summary gets every item's outcome either way. */
+export async function answerJsonBatch(
+  batches: BatchRunner,
+  operation: Operation,
+  method: BatchMethod,
+  items: unknown[],
+  start: bigint,
+  request: FastifyRequest,
+  reply: FastifyReply,
+) {
+  const summary = request.auditSummary;
+  const slices = await batches.runJson?.(operation, method, items, itemSize, summary !== null);
+  if (!slices) {
+    const outcomes = (await batches.run(method, items, itemSize)) as ItemOutcome[];
+    summary?.addAll(outcomes, items);
+    return sendJsonBatch(reply, jsonBatch(operation, items, outcomes, start));
+  }
+  let totalSuccess = 0;
+  for (const slice of slices) {
+    totalSuccess += slice.succeeded;
+    if (slice.audit) summary?.merge(slice.audit);
+  }
+  const totalFailed = items.length - totalSuccess;
+  // The same document jsonBatch answers, field for field; every slice holds at least one result.
+  const text =
+    `{"success":${totalFailed === 0},"transportMode":"json","results":[${slices.map((s) => s.text).join(',')}],` +
+    `"totalProcessed":${items.length},"totalSuccess":${totalSuccess},"totalFailed":${totalFailed},` +
+    `"totalProcessingTime":${elapsedMs(start)}}`;
+  return reply.type('application/json; charset=utf-8').send(text);
 }
 
 export function inThread(execution: ExecutionService): BatchRunner {
@@ -206,11 +221,8 @@ export const batchRoutes: FastifyPluginAsync<{ execution: ExecutionService; batc
         const out = await frameBatch(execution, batches, operation, request.body as Buffer, start, request);
         return reply.header('x-svc-transport-mode', 'binary-frame').type(BINARY_FRAME_TYPE).send(out);
       }
-      const items = batchItems(request.body);
       const method = operation === 'encrypt' ? 'encryptMany' : 'decryptMany';
-      const outcomes = (await batches.run(method, items, (item) => originalData(item)?.length ?? 0)) as ItemOutcome[];
-      request.auditSummary?.addAll(outcomes, items);
-      return sendJsonBatch(reply, jsonBatch(operation, items, outcomes, start));
+      return answerJsonBatch(batches, operation, method, batchItems(request.body), start, request, reply);
     };
     app.post(
       `/api/${operation}/batch`,

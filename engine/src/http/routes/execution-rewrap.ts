@@ -7,15 +7,7 @@ import type { ExecutionService } from '../../core/execution-service.js';
 import { BINARY_FRAME_TYPE } from '../codecs/binary-frame.js';
 import { accepts, mediaType } from '../content-type.js';
 import { BatchResponse, batchBody, errorResponses, RewrapBody, SingleResponse } from '../schemas.js';
-import type { ItemOutcome } from '../../core/execution-service.js';
-import {
-  type BatchRunner,
-  batchItems,
-  frameBatch,
-  jsonBatch,
-  originalData,
-  sendJsonBatch,
-} from './execution-batch.js';
+import { answerJsonBatch, type BatchRunner, batchItems, frameBatch } from './execution-batch.js';
 import { ndjsonRoute } from './execution-stream.js';
 
 export const rewrapRoutes: FastifyPluginAsync<{ execution: ExecutionService; batches: BatchRunner; limits: Limits }> = async (
@@ -52,10 +44,7 @@ export const rewrapRoutes: FastifyPluginAsync<{ execution: ExecutionService; bat
         return reply.header('x-svc-transport-mode', 'binary-frame').type(BINARY_FRAME_TYPE).send(out);
       }
       reply.header('x-svc-transport-mode', 'json');
-      const items = batchItems(request.body);
-      const outcomes = (await batches.run('rewrapMany', items, (item) => originalData(item)?.length ?? 0)) as ItemOutcome[];
-      request.auditSummary?.addAll(outcomes, items);
-      return sendJsonBatch(reply, jsonBatch('rewrap', items, outcomes, start));
+      return answerJsonBatch(batches, 'rewrap', 'rewrapMany', batchItems(request.body), start, request, reply);
     },
   );
 
