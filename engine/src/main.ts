@@ -20,6 +20,7 @@ import { CacheManager } from './store/cache-manager.js';
 import { wrappedMaterialReader } from './store/key-material.js';
 import { loadMasterKey } from './store/master-key.js';
 import { openDb } from './store/open-store.js';
+import { startPgWire } from './pgwire/listener.js';
 import { seed } from './store/seed.js';
 import { SnapshotStore } from './store/snapshot-store.js';
 
@@ -183,6 +184,10 @@ async function main(): Promise<void> {
     log.warn('operations API shares the execution listener (SVC_OPS_SHARED=true)');
   }
   log.info({ address, version, status: agent.status }, 'engine listening');
+  // The PostgreSQL wire endpoint (docs/pgwire.md): off unless SVC_PG_PORT is set or in dev mode.
+  const pgwire = config.pgwire
+    ? await startPgWire({ execution, config: config.pgwire, limits: config.limits, version, log })
+    : undefined;
 
   const loop = new HeartbeatLoop(
     agent,
@@ -197,7 +202,7 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info({ signal, graceMs: config.shutdownGraceMs }, 'shutting down: draining in-flight requests');
-    Promise.all(apps.map((a) => a.lifecycle.shutdown(config.shutdownGraceMs)))
+    Promise.all([...apps.map((a) => a.lifecycle.shutdown(config.shutdownGraceMs)), pgwire?.close(config.shutdownGraceMs)])
       .then(() => loop.stop())
       .then(() => audit.close())
       .then(() => manager.close())

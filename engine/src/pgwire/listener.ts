@@ -1,0 +1,283 @@
+// The PostgreSQL wire endpoint's listener (docs/pgwire.md): a transport of its own beside http/, over
+// the same execution service. pg-gateway speaks the protocol (start-up, SCRAM-SHA-256, the TLS
+// upgrade, framing); this module adds what an engine needs around it: one configured user, limits
+// on connections, message size and idle time, and the answers to simple queries (commands.ts).
+import { once } from 'node:events';
+import { readFile } from 'node:fs/promises';
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { Duplex } from 'node:stream';
+import { createSecureContext, type SecureContext, TLSSocket } from 'node:tls';
+import {
+  type ConnectionState,
+  closeSignal,
+  createScramSha256Data,
+  type DuplexStream,
+  PostgresConnection,
+  type ScramSha256Data,
+  verifyScramSha256Password,
+} from 'pg-gateway';
+import type { Logger } from 'pino';
+import type { Limits, PgWireConfig } from '../config.js';
+import type { ExecutionService } from '../core/execution-service.js';
+import { type Answer, runCommand, SQLSTATE } from './commands.js';
+import { frameGuard, type GuardEvents } from './frame-guard.js';
+import { answerMessages, errorMessage, parameterStatus, readyForQuery } from './messages.js';
+
+export interface PgWireOptions {
+  readonly execution: ExecutionService;
+  readonly config: PgWireConfig;
+  readonly limits: Pick<Limits, 'bodyLimitBytes'>;
+  readonly version: string;
+  readonly log: Pick<Logger, 'info' | 'warn' | 'error'>;
+  /** The service name svc_health reports (as GET /api/health does). */
+  readonly service?: string;
+}
+
+export interface PgWireListener {
+  /** `host:port` as bound. */
+  readonly address: string;
+  readonly port: number;
+  /** Stops accepting, tells open sessions the engine is going away, and closes them. */
+  close(graceMs?: number): Promise<void>;
+}
+
+/** PostgreSQL iterates 4096 times by default; the verifier is derived once, at start-up. */
+const SCRAM_ITERATIONS = 4096;
+
+const QUERY = 0x51; // 'Q'
+const SYNC = 0x53; // 'S'
+const TERMINATE = 0x58; // 'X'
+const PASSWORD = 0x70; // 'p'
+/** Extended query protocol (Parse, Bind, Describe, Execute, Close, Flush) and FunctionCall. */
+const EXTENDED = new Set([0x50, 0x42, 0x44, 0x45, 0x43, 0x48, 0x46]);
+/** COPY data from the client: never requested, ignored as PostgreSQL does outside COPY. */
+const COPY_FROM_CLIENT = new Set([0x64, 0x63, 0x66]);
+const EXTENDED_REFUSED = 'only the simple query protocol is supported; see docs/pgwire.md';
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+const NOTHING = new Uint8Array(0);
+/**
+ * pg-gateway acts on its close signal wherever a hook yields it (it closes the connection), though
+ * its hook type only names byte arrays.
+ */
+const CLOSE = closeSignal as unknown as Uint8Array;
+
+async function readPassword(config: PgWireConfig): Promise<string> {
+  if (config.passwordFile === undefined) return config.password as string;
+  let text: string;
+  try {
+    text = await readFile(config.passwordFile, 'utf8');
+  } catch (error) {
+    throw new Error(`SVC_PG_PASSWORD_FILE: cannot read ${config.passwordFile} (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})`);
+  }
+  const password = text.replace(/\r?\n$/, '');
+  if (password === '') throw new Error('SVC_PG_PASSWORD_FILE is empty');
+  return password;
+}
+
+async function tlsContext(config: PgWireConfig): Promise<SecureContext | undefined> {
+  if (!config.tls) return undefined;
+  const [cert, key] = await Promise.all([readFile(config.tls.certFile), readFile(config.tls.keyFile)]);
+  return createSecureContext({ cert, key, minVersion: 'TLSv1.2' });
+}
+
+/** Server parameters libpq and dblink expect after authentication (docs/pgwire.md section 1). */
+function serverParameters(version: string, state: ConnectionState): Uint8Array[] {
+  return [
+    parameterStatus('server_version', `15.0 (svc engine ${version})`),
+    parameterStatus('server_encoding', 'UTF8'),
+    parameterStatus('client_encoding', 'UTF8'),
+    parameterStatus('DateStyle', 'ISO, MDY'),
+    parameterStatus('integer_datetimes', 'on'),
+    parameterStatus('standard_conforming_strings', 'on'),
+    parameterStatus('TimeZone', 'UTC'),
+    parameterStatus('is_superuser', 'off'),
+    parameterStatus('session_authorization', state.clientParams?.user ?? ''),
+    parameterStatus('application_name', state.clientParams?.application_name ?? ''),
+  ];
+}
+
+export async function startPgWire(options: PgWireOptions): Promise<PgWireListener> {
+  const { execution, config, log, version } = options;
+  const service = options.service ?? 'svc-engine';
+  const password = await readPassword(config);
+  // Only the verifier is kept: the password itself is not needed after this line.
+  const scram: ScramSha256Data = await createScramSha256Data(password, SCRAM_ITERATIONS);
+  const secureContext = await tlsContext(config);
+  const maxMessageBytes = options.limits.bodyLimitBytes;
+  const sessions = new Set<Session>();
+
+  interface Session {
+    readonly socket: Socket;
+    /** The socket messages go out on: the TLS socket once upgraded. */
+    out: Socket;
+    /** Sends a FATAL error and closes the connection. */
+    fatal(code: string, message: string): void;
+  }
+
+  const server: Server = createServer({ noDelay: true }, (socket) => {
+    const caller = socket.remoteAddress;
+    const session: Session = {
+      socket,
+      out: socket,
+      fatal(code, message) {
+        if (this.out.destroyed) return;
+        this.out.end(errorMessage('FATAL', code, message));
+        // A client that stops reading must not keep the socket open.
+        setTimeout(() => socket.destroy(), 1000).unref();
+      },
+    };
+    socket.on('error', () => socket.destroy());
+    if (sessions.size >= config.maxConnections) {
+      session.fatal('53300', `too many connections to the engine (limit ${config.maxConnections})`);
+      return;
+    }
+    sessions.add(session);
+    socket.on('close', () => sessions.delete(session));
+    socket.setTimeout(config.idleTimeoutMs, () => session.fatal('57P05', 'closing the idle connection'));
+
+    const guardEvents: GuardEvents = {
+      fail: (code, message) => session.fatal(code, message),
+      reply: (bytes) => session.out.write(bytes),
+      cancel: () => socket.destroy(),
+    };
+    const guarded = (duplex: DuplexStream<Uint8Array>, tls: boolean): DuplexStream<Uint8Array> => ({
+      readable: duplex.readable.pipeThrough(frameGuard({ maxMessageBytes, tls }, guardEvents)),
+      writable: duplex.writable,
+    });
+
+    let authFailed = false;
+    // After an error in the extended protocol, messages are skipped until Sync (as PostgreSQL does).
+    let skipToSync = false;
+
+    const connection = new PostgresConnection(
+      guarded(Duplex.toWeb(socket) as DuplexStream<Uint8Array>, secureContext !== undefined),
+      {
+        auth: {
+          method: 'scram-sha-256',
+          // Every user name gets the same salt and iterations: the answer does not reveal which exist.
+          getScramSha256Data: () => scram,
+          validateCredentials: async ({ authMessage, clientProof, username }) => {
+            const proofOk = await verifyScramSha256Password({ authMessage, clientProof, storedKey: scram.storedKey });
+            authFailed = !(proofOk && username === config.user);
+            return !authFailed;
+          },
+        },
+        ...(secureContext ? { tls: { key: new ArrayBuffer(0), cert: new ArrayBuffer(0) } } : {}),
+        onMessage: (data, state) => {
+          if (state.step === 'PerformingAuthentication') return authenticate(data, state);
+          if (state.step !== 'ReadyForQuery') return undefined;
+          return serve(data, state);
+        },
+      },
+      {
+        // pg-gateway's Node adapter would read the raw stream; this one keeps the guard on the plaintext.
+        upgradeTls: async (duplex) => {
+          const tlsSocket = new TLSSocket(Duplex.fromWeb(duplex as never), { isServer: true, secureContext });
+          tlsSocket.on('error', () => socket.destroy());
+          try {
+            await once(tlsSocket, 'secure');
+          } catch {
+            socket.destroy();
+            // pg-gateway treats an aborted stream as a closed connection, without logging it.
+            throw Object.assign(new Error('TLS handshake failed'), { code: 'ABORT_ERR' });
+          }
+          session.out = tlsSocket as unknown as Socket;
+          return { duplex: guarded(Duplex.toWeb(tlsSocket) as DuplexStream<Uint8Array>, false), tlsInfo: {} };
+        },
+      },
+    );
+
+    /**
+     * SCRAM messages go to pg-gateway's own flow; this wrapper only reports a wrong password with
+     * PostgreSQL's SQLSTATE (28P01) and adds the server parameters libpq expects before ReadyForQuery.
+     */
+    async function* authenticate(data: Uint8Array, state: ConnectionState): AsyncGenerator<Uint8Array> {
+      const flow = connection.authFlow;
+      if (data[0] !== PASSWORD || !flow) {
+        yield errorMessage('FATAL', '08P01', 'expected a password message');
+        yield CLOSE;
+        return;
+      }
+      connection.bufferReader.byte();
+      for await (const message of flow.handleClientMessage(data)) {
+        if (authFailed && message instanceof Uint8Array && message[0] === 0x45) {
+          yield errorMessage('FATAL', '28P01', `password authentication failed for user "${state.clientParams?.user ?? ''}"`);
+          log.warn({ caller, user: state.clientParams?.user }, 'pgwire: password authentication failed');
+          continue;
+        }
+        yield message as Uint8Array;
+      }
+      if (!flow.isCompleted) return;
+      for await (const message of connection.completeAuthentication()) {
+        if (message[0] === 0x5a) yield* serverParameters(version, state);
+        yield message;
+      }
+    }
+
+    function* serve(data: Uint8Array, state: ConnectionState): Generator<Uint8Array> {
+      const type = data[0] as number;
+      if (type === QUERY) {
+        skipToSync = false;
+        yield answerMessages(query(data, state));
+      } else if (type === SYNC) {
+        skipToSync = false;
+        yield readyForQuery();
+      } else if (EXTENDED.has(type)) {
+        if (!skipToSync) yield errorMessage('ERROR', SQLSTATE.NOT_SUPPORTED, EXTENDED_REFUSED);
+        skipToSync = true;
+        yield NOTHING;
+      } else if (COPY_FROM_CLIENT.has(type)) {
+        yield NOTHING;
+      } else if (type === TERMINATE) {
+        yield CLOSE;
+      } else {
+        yield errorMessage('FATAL', '08P01', `invalid frontend message type ${type}`);
+        yield CLOSE;
+      }
+    }
+
+    function query(data: Uint8Array, state: ConnectionState): Answer {
+      let text: string;
+      try {
+        // Type byte and length, then the query and its NUL terminator.
+        text = utf8.decode(data.subarray(5, data.length - 1));
+      } catch {
+        return { kind: 'error', code: SQLSTATE.BAD_ENCODING, message: 'query is not valid UTF-8' };
+      }
+      try {
+        return runCommand(
+          { execution, version, service, audit: { transport: 'pgwire', caller, role: state.clientParams?.user } },
+          text,
+        );
+      } catch (error) {
+        // A bug, never the client's data: logged here, answered without internals.
+        log.error({ err: error, caller }, 'pgwire: command failed');
+        return { kind: 'error', code: SQLSTATE.INTERNAL, message: 'internal error' };
+      }
+    }
+  });
+
+  server.maxConnections = config.maxConnections + 16; // beyond it the kernel-level refusal; ours answers first
+  server.listen({ host: config.host, port: config.port });
+  await once(server, 'listening');
+  const bound = server.address() as AddressInfo;
+  const address = `${bound.address}:${bound.port}`;
+  log.info({ pgwireAddress: address, tls: secureContext !== undefined, user: config.user }, 'PostgreSQL wire endpoint listening');
+
+  return {
+    address,
+    port: bound.port,
+    async close(graceMs = 1000) {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // Commands are answered synchronously once read, so no session is mid-command here: tell each
+      // client why it is going away (PostgreSQL's admin shutdown SQLSTATE) and close it.
+      for (const session of sessions) session.fatal('57P01', 'terminating connection: the engine is shutting down');
+      const deadline = setTimeout(() => {
+        for (const session of sessions) session.socket.destroy();
+      }, graceMs);
+      await closed;
+      clearTimeout(deadline);
+    },
+  };
+}
