@@ -113,7 +113,9 @@ export function frameGuard(options: GuardOptions, events: GuardEvents): Transfor
 
   return new TransformStream<Uint8Array, Uint8Array>({
     transform(chunk, controller) {
-      const forward = (bytes: Uint8Array) => controller.enqueue(bytes);
+      // pg-gateway reads lengths through a DataView of the chunk's whole ArrayBuffer, so it needs
+      // chunks that start at offset 0 of their buffer: a view into a larger one is copied.
+      const forward = (bytes: Uint8Array) => controller.enqueue(bytes.byteOffset === 0 ? bytes : new Uint8Array(bytes));
       if (phase === 'stopped') return;
       if (phase === 'passthrough') {
         forward(chunk);
