@@ -110,7 +110,9 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
   interface Session {
     readonly socket: Socket;
     /** The socket messages go out on: the TLS socket once upgraded. */
-    out: Socket;
+    out: Duplex;
+    /** Set once the session is being closed: pg-gateway's later writes are dropped. */
+    closing: boolean;
     /** Sends a FATAL error and closes the connection. */
     fatal(code: string, message: string): void;
   }
@@ -120,8 +122,10 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
     const session: Session = {
       socket,
       out: socket,
+      closing: false,
       fatal(code, message) {
-        if (this.out.destroyed) return;
+        if (this.closing || this.out.destroyed || this.out.writableEnded) return;
+        this.closing = true;
         this.out.end(errorMessage('FATAL', code, message));
         // A client that stops reading must not keep the socket open.
         setTimeout(() => socket.destroy(), 1000).unref();
@@ -141,17 +145,44 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
       reply: (bytes) => session.out.write(bytes),
       cancel: () => socket.destroy(),
     };
-    const guarded = (duplex: DuplexStream<Uint8Array>, tls: boolean): DuplexStream<Uint8Array> => ({
-      readable: duplex.readable.pipeThrough(frameGuard({ maxMessageBytes, tls }, guardEvents)),
-      writable: duplex.writable,
-    });
+    /**
+     * The streams pg-gateway reads and writes: reads pass the frame guard; writes stop once the
+     * session closes (pg-gateway would otherwise report a write after end on the console).
+     */
+    const streams = (stream: Duplex, tls: boolean): DuplexStream<Uint8Array> => {
+      const web = Duplex.toWeb(stream) as DuplexStream<Uint8Array>;
+      return {
+        readable: web.readable.pipeThrough(frameGuard({ maxMessageBytes, tls }, guardEvents)),
+        writable: new WritableStream<Uint8Array>({
+          write: (chunk) => {
+            if (session.closing || stream.destroyed || stream.writableEnded) return undefined;
+            if (stream.write(chunk)) return undefined;
+            return new Promise<void>((resolve) => {
+              const done = () => {
+                stream.off('drain', done);
+                stream.off('close', done);
+                resolve();
+              };
+              stream.on('drain', done);
+              stream.on('close', done);
+            });
+          },
+          close: () => {
+            if (!session.closing) stream.end();
+          },
+          abort: () => {
+            stream.destroy();
+          },
+        }),
+      };
+    };
 
     let authFailed = false;
     // After an error in the extended protocol, messages are skipped until Sync (as PostgreSQL does).
     let skipToSync = false;
 
     const connection = new PostgresConnection(
-      guarded(Duplex.toWeb(socket) as DuplexStream<Uint8Array>, secureContext !== undefined),
+      streams(socket, secureContext !== undefined),
       {
         auth: {
           method: 'scram-sha-256',
@@ -182,8 +213,8 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
             // pg-gateway treats an aborted stream as a closed connection, without logging it.
             throw Object.assign(new Error('TLS handshake failed'), { code: 'ABORT_ERR' });
           }
-          session.out = tlsSocket as unknown as Socket;
-          return { duplex: guarded(Duplex.toWeb(tlsSocket) as DuplexStream<Uint8Array>, false), tlsInfo: {} };
+          session.out = tlsSocket;
+          return { duplex: streams(tlsSocket, false), tlsInfo: {} };
         },
       },
     );
