@@ -62,6 +62,39 @@ const NOTHING = new Uint8Array(0);
  */
 const CLOSE = closeSignal as unknown as Uint8Array;
 
+/**
+ * The bytes a socket receives as a web stream that ends (rather than errors) when the socket fails:
+ * a client resetting its connection is an ordinary end of a session, not something to report.
+ */
+function readableOf(stream: Duplex): ReadableStream<Uint8Array> {
+  let open = true;
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      const end = () => {
+        if (!open) return;
+        open = false;
+        controller.close();
+      };
+      stream.on('data', (chunk: Buffer) => {
+        if (!open) return;
+        controller.enqueue(chunk);
+        // Backpressure: stop reading while pg-gateway has not caught up.
+        if ((controller.desiredSize ?? 1) <= 0) stream.pause();
+      });
+      stream.on('end', end);
+      stream.on('close', end);
+      stream.on('error', end);
+    },
+    pull() {
+      stream.resume();
+    },
+    cancel() {
+      open = false;
+      stream.destroy();
+    },
+  });
+}
+
 async function readPassword(config: PgWireConfig): Promise<string> {
   if (config.passwordFile === undefined) return config.password as string;
   let text: string;
@@ -150,9 +183,8 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
      * session closes (pg-gateway would otherwise report a write after end on the console).
      */
     const streams = (stream: Duplex, tls: boolean): DuplexStream<Uint8Array> => {
-      const web = Duplex.toWeb(stream) as DuplexStream<Uint8Array>;
       return {
-        readable: web.readable.pipeThrough(frameGuard({ maxMessageBytes, tls }, guardEvents)),
+        readable: readableOf(stream).pipeThrough(frameGuard({ maxMessageBytes, tls }, guardEvents)),
         writable: new WritableStream<Uint8Array>({
           write: (chunk) => {
             if (session.closing || stream.destroyed || stream.writableEnded) return undefined;
@@ -231,13 +263,20 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
         return;
       }
       connection.bufferReader.byte();
-      for await (const message of flow.handleClientMessage(data)) {
-        if (authFailed && message instanceof Uint8Array && message[0] === 0x45) {
-          yield errorMessage('FATAL', '28P01', `password authentication failed for user "${state.clientParams?.user ?? ''}"`);
-          log.warn({ caller, user: state.clientParams?.user }, 'pgwire: password authentication failed');
-          continue;
+      try {
+        for await (const message of flow.handleClientMessage(data)) {
+          if (authFailed && message instanceof Uint8Array && message[0] === 0x45) {
+            yield errorMessage('FATAL', '28P01', `password authentication failed for user "${state.clientParams?.user ?? ''}"`);
+            log.warn({ caller, user: state.clientParams?.user }, 'pgwire: password authentication failed');
+            continue;
+          }
+          yield message as Uint8Array;
         }
-        yield message as Uint8Array;
+      } catch {
+        // A SASL message pg-gateway cannot parse.
+        yield errorMessage('FATAL', '08P01', 'invalid authentication message');
+        yield CLOSE;
+        return;
       }
       if (!flow.isCompleted) return;
       for await (const message of connection.completeAuthentication()) {
