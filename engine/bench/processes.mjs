@@ -104,6 +104,8 @@ export async function startEngine(extraEnv = {}) {
       SVC_HOST: '127.0.0.1',
       SVC_DATA_DIR: dataDir,
       SVC_LOG_LEVEL: 'warn',
+      // Dev mode turns the wire endpoint on at 5433; a free port keeps a bench clear of anything there.
+      SVC_PG_PORT: String(await freePort()),
       ...extraEnv,
     },
   });
