@@ -58,7 +58,7 @@ describe('psql', () => {
     const psql = join(binDir as string, 'psql');
     const conn = `host=127.0.0.1 port=${engine.pgPort} user=svc dbname=svc sslmode=prefer`;
     const env = { ...process.env, PGPASSWORD: PASSWORD, PGCONNECT_TIMEOUT: '10' };
-    const value = `it's "quoted" \\ $$ ; 🎉`;
+    const value = 'it\'s "quoted" \\ $$ ; 🎉';
     const { stdout } = await run(psql, [conn, '-XAt', '-v', 'ON_ERROR_STOP=1', '-c', `svc_encrypt ${b64(POLICIES.random)} ${b64(value)}`], { env });
     const ciphertext = stdout.trim();
     expect(ciphertext).toMatch(new RegExp(`^hub:${POLICIES.random}:`));
@@ -81,7 +81,7 @@ describe('dblink from PostgreSQL 15 as an ordinary role', () => {
   it('encrypts and decrypts through a named connection on the foreign server', async () => {
     await asApp(async (c) => {
       expect((await c.query('SELECT rolsuper FROM pg_roles WHERE rolname = current_user')).rows[0].rolsuper).toBe(false);
-      await c.query(`SELECT dblink_connect('svc', 'svc_engine')`);
+      await c.query('SELECT dblink_connect(\'svc\', \'svc_engine\')');
       const value = "O'Brien; DROP TABLE x; -- $$ \\ ünïcödé 𝄞";
       const enc = await c.query(
         `SELECT data FROM dblink('svc', 'svc_encrypt ' || encode(convert_to($1, 'UTF8'), 'base64') || ' '
@@ -91,7 +91,7 @@ describe('dblink from PostgreSQL 15 as an ordinary role', () => {
       const ciphertext = enc.rows[0].data as string;
       expect(ciphertext).toMatch(new RegExp(`^hub:${POLICIES.random}:`));
       const dec = await c.query(
-        `SELECT data FROM dblink('svc', 'svc_decrypt ' || encode(convert_to($1, 'UTF8'), 'base64')) AS t(data text)`,
+        'SELECT data FROM dblink(\'svc\', \'svc_decrypt \' || encode(convert_to($1, \'UTF8\'), \'base64\')) AS t(data text)',
         [ciphertext],
       );
       expect(dec.rows[0].data).toBe(value);
@@ -113,21 +113,21 @@ describe('dblink from PostgreSQL 15 as an ordinary role', () => {
         { i: 1, data: long },
         { i: 2, data: '' },
       ]);
-      await c.query(`SELECT dblink_disconnect('svc')`);
+      await c.query('SELECT dblink_disconnect(\'svc\')');
     });
   });
 
   it('surfaces the engine errors with their SQLSTATE through dblink', async () => {
     await asApp(async (c) => {
-      await c.query(`SELECT dblink_connect('svc', 'svc_engine')`);
+      await c.query('SELECT dblink_connect(\'svc\', \'svc_engine\')');
       // Without fail_on_error: no rows, and the remote message is kept for dblink_error_message.
-      const quiet = await c.query(`SELECT * FROM dblink('svc', 'svc_encrypt ' || encode('NOPE', 'base64') || ' -', false) AS t(data text)`);
+      const quiet = await c.query('SELECT * FROM dblink(\'svc\', \'svc_encrypt \' || encode(\'NOPE\', \'base64\') || \' -\', false) AS t(data text)');
       expect(quiet.rows).toEqual([]);
-      const remote = await c.query(`SELECT dblink_error_message('svc') AS m`);
+      const remote = await c.query('SELECT dblink_error_message(\'svc\') AS m');
       expect(remote.rows[0].m).toContain('svc_encrypt: policy not found: NOPE');
       // With fail_on_error (the default) the remote error is raised locally.
       const error = await c
-        .query(`SELECT * FROM dblink('svc', 'svc_encrypt ' || encode('NOPE', 'base64') || ' -') AS t(data text)`)
+        .query('SELECT * FROM dblink(\'svc\', \'svc_encrypt \' || encode(\'NOPE\', \'base64\') || \' -\') AS t(data text)')
         .catch((e: pg.DatabaseError) => e);
       expect((error as pg.DatabaseError).message).toContain('svc_encrypt: policy not found: NOPE');
       // dblink re-raises the remote SQLSTATE.
@@ -140,7 +140,7 @@ describe('dblink from PostgreSQL 15 as an ordinary role', () => {
       c.query(`ALTER USER MAPPING FOR ${ROLE} SERVER svc_engine OPTIONS (SET password 'wrong-password')`),
     );
     try {
-      const error = await asApp((c) => c.query(`SELECT dblink_connect('bad', 'svc_engine')`).catch((e: pg.DatabaseError) => e));
+      const error = await asApp((c) => c.query('SELECT dblink_connect(\'bad\', \'svc_engine\')').catch((e: pg.DatabaseError) => e));
       expect((error as pg.DatabaseError).message).toContain('could not establish connection');
       expect((error as pg.DatabaseError).detail).toContain('password authentication failed for user "svc"');
     } finally {
