@@ -18,7 +18,7 @@ process.on('exit', () => {
   for (const child of running) child.kill('SIGKILL');
 });
 
-function freePort() {
+export function freePort() {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);
@@ -71,9 +71,9 @@ export function cpuMicros(pid) {
   return (Number(fields[11]) + Number(fields[12])) * 10_000;
 }
 
-export async function startBareServer() {
-  const child = spawn(process.execPath, [join(here, 'bare-server.mjs')], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const handle = track(child, 'bare fastify');
+export async function startBareServer(script = 'bare-server.mjs', name = 'bare fastify') {
+  const child = spawn(process.execPath, [join(here, script)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const handle = track(child, name);
   const port = await new Promise((resolve, reject) => {
     let seen = '';
     child.stdout.on('data', (chunk) => {
@@ -81,9 +81,9 @@ export async function startBareServer() {
       const match = /listening (\d+)/.exec(seen);
       if (match) resolve(Number(match[1]));
     });
-    handle.exited.then(({ code }) => reject(new Error(`bare server exited (${code}): ${handle.output()}`)));
+    handle.exited.then(({ code }) => reject(new Error(`${name} exited (${code}): ${handle.output()}`)));
   });
-  return { ...handle, origin: `http://127.0.0.1:${port}` };
+  return { ...handle, port, origin: `http://127.0.0.1:${port}` };
 }
 
 /**
@@ -96,19 +96,18 @@ export async function startEngine(extraEnv = {}) {
   const nodeArgs = (process.env.BENCH_ENGINE_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-'));
-  const child = spawn(process.execPath, [...nodeArgs, engineMain, '--dev'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: {
-      ...process.env,
-      SVC_PORT: String(port),
-      SVC_HOST: '127.0.0.1',
-      SVC_DATA_DIR: dataDir,
-      SVC_LOG_LEVEL: 'warn',
-      // Dev mode turns the wire endpoint on at 5433; a free port keeps a bench clear of anything there.
-      SVC_PG_PORT: String(await freePort()),
-      ...extraEnv,
-    },
-  });
+  const env = {
+    ...process.env,
+    SVC_PORT: String(port),
+    SVC_HOST: '127.0.0.1',
+    SVC_DATA_DIR: dataDir,
+    SVC_LOG_LEVEL: 'warn',
+    // Dev mode turns the wire endpoint on at 5433 (user svc, password svc-dev); a free port keeps a
+    // bench clear of anything there.
+    SVC_PG_PORT: String(await freePort()),
+    ...extraEnv,
+  };
+  const child = spawn(process.execPath, [...nodeArgs, engineMain, '--dev'], { stdio: ['ignore', 'pipe', 'pipe'], env });
   const handle = track(child, 'engine');
   const origin = `http://127.0.0.1:${port}`;
   let exited = null;
@@ -134,6 +133,7 @@ export async function startEngine(extraEnv = {}) {
   return {
     ...handle,
     origin,
+    pgPort: Number(env.SVC_PG_PORT),
     dataDir,
     async stop() {
       await handle.stop();
