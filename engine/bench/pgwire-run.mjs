@@ -6,7 +6,7 @@
 import { connect } from 'node:net';
 import pg from 'pg';
 import { POLICY, plaintexts } from './in-process.mjs';
-import { formatCpu, formatRate, rounds } from './measure.mjs';
+import { formatRate, rounds } from './measure.mjs';
 import { cpuMicros, startBareServer } from './processes.mjs';
 
 const b64 = (text) => (text === '' ? '-' : Buffer.from(text, 'utf8').toString('base64'));

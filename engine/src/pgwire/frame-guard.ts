@@ -28,8 +28,10 @@ export interface GuardOptions {
 
 type Phase = 'startup' | 'typed' | 'passthrough' | 'stopped';
 
-/** A TransformStream that forwards the client's bytes unchanged while they stay within the rules. */
-export function frameGuard(options: GuardOptions, events: GuardEvents): TransformStream<Uint8Array, Uint8Array> {
+/** Passes each chunk the client sends to `forward`, unchanged, while the bytes stay within the rules. */
+export type FrameGuard = (chunk: Uint8Array, forward: (bytes: Uint8Array) => void) => void;
+
+export function frameGuard(options: GuardOptions, events: GuardEvents): FrameGuard {
   let phase: Phase = 'startup';
   // Start-up phase: the packet so far (it is short). Typed phase: header bytes so far, body bytes left.
   let pending = Buffer.alloc(0);
@@ -111,27 +113,53 @@ export function frameGuard(options: GuardOptions, events: GuardEvents): Transfor
     if (offset > from) forward(chunk.subarray(from, offset));
   };
 
-  return new TransformStream<Uint8Array, Uint8Array>({
-    transform(chunk, controller) {
-      // pg-gateway reads lengths through a DataView of the chunk's whole ArrayBuffer, so it needs
-      // chunks that start at offset 0 of their buffer: a view into a larger one is copied.
-      const forward = (bytes: Uint8Array) => controller.enqueue(bytes.byteOffset === 0 ? bytes : new Uint8Array(bytes));
-      if (phase === 'stopped') return;
-      if (phase === 'passthrough') {
-        forward(chunk);
+  return (chunk, forward) => {
+    if (phase === 'stopped') return;
+    if (phase === 'passthrough') {
+      forward(chunk);
+      return;
+    }
+    if (phase === 'startup') {
+      const rest = startup(chunk, forward);
+      if (rest === undefined) return;
+      if ((phase as Phase) === 'passthrough') {
+        forward(rest);
         return;
       }
-      if (phase === 'startup') {
-        const rest = startup(chunk, forward);
-        if (rest === undefined) return;
-        if ((phase as Phase) === 'passthrough') {
-          forward(rest);
-          return;
-        }
-        typed(rest, forward);
-        return;
+      typed(rest, forward);
+      return;
+    }
+    typed(chunk, forward);
+  };
+}
+
+/**
+ * Cuts the guarded byte stream of an authenticated session into whole messages (type byte, length,
+ * body). Lengths were checked by the guard, so the parts of a message are joined once, when complete.
+ */
+export function messageAssembler(onMessage: (message: Buffer) => void): (bytes: Uint8Array) => void {
+  const parts: Buffer[] = [];
+  let buffered = 0;
+  let needed = 0; // total length of the message being collected, once its header is known
+  return (bytes) => {
+    parts.push(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+    buffered += bytes.byteLength;
+    for (;;) {
+      if (needed === 0) {
+        if (buffered < 5) return;
+        const head = parts[0] as Buffer;
+        const header = head.length >= 5 ? head : Buffer.concat(parts, 5);
+        needed = 1 + header.readInt32BE(1);
       }
-      typed(chunk, forward);
-    },
-  });
+      if (buffered < needed) return;
+      const all = parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts, buffered);
+      const message = all.subarray(0, needed);
+      const rest = all.subarray(needed);
+      parts.length = 0;
+      buffered = rest.length;
+      if (buffered > 0) parts.push(rest);
+      needed = 0;
+      onMessage(message);
+    }
+  };
 }

@@ -20,7 +20,7 @@ import type { Logger } from 'pino';
 import type { Limits, PgWireConfig } from '../config.js';
 import type { ExecutionService } from '../core/execution-service.js';
 import { type Answer, runCommand, SQLSTATE } from './commands.js';
-import { frameGuard, type GuardEvents } from './frame-guard.js';
+import { type FrameGuard, frameGuard, type GuardEvents, messageAssembler } from './frame-guard.js';
 import { answerMessages, errorMessage, parameterStatus, readyForQuery } from './messages.js';
 
 export interface PgWireOptions {
@@ -63,36 +63,67 @@ const NOTHING = new Uint8Array(0);
 const CLOSE = closeSignal as unknown as Uint8Array;
 
 /**
- * The bytes a socket receives as a web stream that ends (rather than errors) when the socket fails:
- * a client resetting its connection is an ordinary end of a session, not something to report.
+ * The bytes of one socket (the TCP socket, or the TLS socket over it), all through the frame guard.
+ * Until authentication completes they go to pg-gateway as the web stream it reads; then `direct()`
+ * hands the session over: the stream pg-gateway reads ends, and whole messages go straight to the
+ * engine's handler, synchronously, with no stream machinery per query (the wire endpoint's hot path).
+ * The stream ends (rather than errors) when the socket fails: a client resetting its connection is
+ * an ordinary end of a session, not something to report.
  */
-function readableOf(stream: Duplex): ReadableStream<Uint8Array> {
-  let open = true;
-  return new ReadableStream<Uint8Array>({
-    start(controller) {
-      const end = () => {
-        if (!open) return;
-        open = false;
-        controller.close();
-      };
-      stream.on('data', (chunk: Buffer) => {
-        if (!open) return;
-        controller.enqueue(chunk);
-        // Backpressure: stop reading while pg-gateway has not caught up.
-        if ((controller.desiredSize ?? 1) <= 0) stream.pause();
-      });
-      stream.on('end', end);
-      stream.on('close', end);
-      stream.on('error', end);
-    },
-    pull() {
-      stream.resume();
-    },
-    cancel() {
-      open = false;
-      stream.destroy();
-    },
-  });
+class SocketFeed {
+  readonly readable: ReadableStream<Uint8Array>;
+  #controller?: ReadableStreamDefaultController<Uint8Array>;
+  #open = true;
+  #direct?: (bytes: Uint8Array) => void;
+
+  constructor(
+    readonly stream: Duplex,
+    private readonly guard: FrameGuard,
+  ) {
+    this.readable = new ReadableStream<Uint8Array>({
+      start: (controller) => {
+        this.#controller = controller;
+        stream.on('data', (chunk: Buffer) => this.#receive(chunk));
+        stream.on('end', () => this.#end());
+        stream.on('close', () => this.#end());
+        stream.on('error', () => this.#end());
+      },
+      pull: () => {
+        stream.resume();
+      },
+      cancel: () => {
+        this.#open = false;
+        stream.destroy();
+      },
+    });
+  }
+
+  /** From now on, whole messages go to `onMessage`; pg-gateway's stream ends. */
+  direct(onMessage: (message: Buffer) => void): void {
+    this.#direct = messageAssembler(onMessage);
+    this.#end();
+    this.stream.resume();
+  }
+
+  #receive(chunk: Buffer): void {
+    if (this.#direct) {
+      this.guard(chunk, this.#direct);
+      return;
+    }
+    if (!this.#open) return;
+    const controller = this.#controller as ReadableStreamDefaultController<Uint8Array>;
+    // pg-gateway reads lengths through a DataView of the chunk's whole ArrayBuffer, so it needs
+    // chunks that start at offset 0 of their buffer: a view into a larger one is copied.
+    this.guard(chunk, (bytes) => controller.enqueue(bytes.byteOffset === 0 ? bytes : new Uint8Array(bytes)));
+    // Backpressure: stop reading while pg-gateway has not caught up.
+    if ((controller.desiredSize ?? 1) <= 0) this.stream.pause();
+  }
+
+  #end(): void {
+    if (!this.#open) return;
+    this.#open = false;
+    this.#controller?.close();
+  }
 }
 
 async function readPassword(config: PgWireConfig): Promise<string> {
@@ -144,6 +175,8 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
     readonly socket: Socket;
     /** The socket messages go out on: the TLS socket once upgraded. */
     out: Duplex;
+    /** What reads it. */
+    feed?: SocketFeed;
     /** Set once the session is being closed: pg-gateway's later writes are dropped. */
     closing: boolean;
     /** Sends a FATAL error and closes the connection. */
@@ -183,8 +216,9 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
      * session closes (pg-gateway would otherwise report a write after end on the console).
      */
     const streams = (stream: Duplex, tls: boolean): DuplexStream<Uint8Array> => {
+      session.feed = new SocketFeed(stream, frameGuard({ maxMessageBytes, tls }, guardEvents));
       return {
-        readable: readableOf(stream).pipeThrough(frameGuard({ maxMessageBytes, tls }, guardEvents)),
+        readable: session.feed.readable,
         writable: new WritableStream<Uint8Array>({
           write: (chunk) => {
             if (session.closing || stream.destroyed || stream.writableEnded) return undefined;
@@ -210,6 +244,8 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
     };
 
     let authFailed = false;
+    /** The authenticated user, recorded as the audit events' role. */
+    let role: string | undefined;
     // After an error in the extended protocol, messages are skipped until Sync (as PostgreSQL does).
     let skipToSync = false;
 
@@ -230,7 +266,9 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
         onMessage: (data, state) => {
           if (state.step === 'PerformingAuthentication') return authenticate(data, state);
           if (state.step !== 'ReadyForQuery') return undefined;
-          return serve(data, state);
+          // Only a client that sent a query before the end of authentication gets here.
+          handle(Buffer.from(data));
+          return [NOTHING];
         },
       },
       {
@@ -283,31 +321,41 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
         if (message[0] === 0x5a) yield* serverParameters(version, state);
         yield message;
       }
+      // ReadyForQuery is written: from here on the engine reads this session's messages itself.
+      role = state.clientParams?.user;
+      session.feed?.direct(handle);
     }
 
-    function* serve(data: Uint8Array, state: ConnectionState): Generator<Uint8Array> {
-      const type = data[0] as number;
+    /** One message of an authenticated session; answers are written in order, as they are made. */
+    function handle(message: Buffer): void {
+      const type = message[0] as number;
       if (type === QUERY) {
         skipToSync = false;
-        yield answerMessages(query(data, state));
+        send(answerMessages(query(message)));
       } else if (type === SYNC) {
         skipToSync = false;
-        yield readyForQuery();
+        send(readyForQuery());
       } else if (EXTENDED.has(type)) {
-        if (!skipToSync) yield errorMessage('ERROR', SQLSTATE.NOT_SUPPORTED, EXTENDED_REFUSED);
+        if (!skipToSync) send(errorMessage('ERROR', SQLSTATE.NOT_SUPPORTED, EXTENDED_REFUSED));
         skipToSync = true;
-        yield NOTHING;
-      } else if (COPY_FROM_CLIENT.has(type)) {
-        yield NOTHING;
       } else if (type === TERMINATE) {
-        yield CLOSE;
-      } else {
-        yield errorMessage('FATAL', '08P01', `invalid frontend message type ${type}`);
-        yield CLOSE;
+        session.closing = true;
+        session.out.end();
+      } else if (!COPY_FROM_CLIENT.has(type)) {
+        session.fatal('08P01', `invalid frontend message type ${type}`);
       }
     }
 
-    function query(data: Uint8Array, state: ConnectionState): Answer {
+    function send(bytes: Uint8Array): void {
+      if (session.closing || session.out.destroyed) return;
+      if (session.out.write(bytes)) return;
+      // The client reads slower than it asks: stop reading its queries until it catches up.
+      const feed = session.feed;
+      feed?.stream.pause();
+      session.out.once('drain', () => feed?.stream.resume());
+    }
+
+    function query(data: Uint8Array): Answer {
       let text: string;
       try {
         // Type byte and length, then the query and its NUL terminator.
@@ -317,7 +365,7 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
       }
       try {
         return runCommand(
-          { execution, version, service, audit: { transport: 'pgwire', caller, role: state.clientParams?.user } },
+          { execution, version, service, audit: { transport: 'pgwire', caller, role } },
           text,
         );
       } catch (error) {
