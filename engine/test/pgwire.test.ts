@@ -1,7 +1,8 @@
 // The PostgreSQL wire endpoint through a real socket and the `pg` client: authentication, every
 // command, the bridges' error semantics, and the no-op statements libpq sends on its own.
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { b64, PG_PASSWORD, TEST_VERSION, type WireWorld, wireWorld } from './support/pgwire.js';
+import { b64, PG_PASSWORD, PG_USER, TEST_VERSION, type WireWorld, wireWorld } from './support/pgwire.js';
 
 let world: WireWorld | undefined;
 afterEach(async () => {
@@ -21,11 +22,27 @@ async function pgError(promise: Promise<unknown>): Promise<{ code?: string; mess
 describe('authentication', () => {
   it('accepts the configured user with SCRAM-SHA-256 and reports the server parameters', async () => {
     world = await wireWorld();
-    const client = await world.client();
-    const params = (client as unknown as { connection: { parameters?: Record<string, string> } }).connection;
-    void params;
-    const health = await client.query('svc_health');
-    expect(health.rows).toEqual([{ status: 'UP', service: 'svc-engine', version: TEST_VERSION }]);
+    const client = new pg.Client({ host: '127.0.0.1', port: world.listener.port, user: PG_USER, password: PG_PASSWORD, database: 'any' });
+    const params: Record<string, string> = {};
+    const connection = (client as unknown as { connection: NodeJS.EventEmitter }).connection;
+    connection.on('parameterStatus', (m: { parameterName: string; parameterValue: string }) => {
+      params[m.parameterName] = m.parameterValue;
+    });
+    await client.connect();
+    try {
+      expect(params).toMatchObject({
+        server_version: `15.0 (svc engine ${TEST_VERSION})`,
+        server_encoding: 'UTF8',
+        client_encoding: 'UTF8',
+        integer_datetimes: 'on',
+        standard_conforming_strings: 'on',
+        is_superuser: 'off',
+      });
+      const health = await client.query('svc_health');
+      expect(health.rows).toEqual([{ status: 'UP', service: 'svc-engine', version: TEST_VERSION }]);
+    } finally {
+      await client.end();
+    }
   });
 
   it('refuses a wrong password with 28P01', async () => {
@@ -192,6 +209,30 @@ describe('errors', () => {
     for (const statement of ["SET client_encoding TO 'UTF8'", "set client_encoding = 'unicode'", 'SET datestyle = ISO', 'BEGIN', 'COMMIT', 'DISCARD ALL', '', ' ; ']) {
       await client.query(statement);
     }
+  });
+
+  it('refuses to return a plaintext PostgreSQL text cannot hold (U+0000)', async () => {
+    world = await wireWorld();
+    const client = await world.client();
+    const [sealed] = world.execution.encryptBytesMany([{ data: Buffer.from('a\0b'), policyCode: 'PII_GCM' }]);
+    const ciphertext = (sealed as { data: string }).data;
+    const one = await pgError(client.query(`svc_decrypt ${b64(ciphertext)}`));
+    expect([one.code, one.message]).toEqual(['SV001', 'svc_decrypt: decrypted data contains U+0000, which PostgreSQL text cannot hold']);
+    const good = (await client.query(`svc_encrypt ${b64('PII_GCM')} ${b64('fine')}`)).rows[0].data as string;
+    const many = await pgError(client.query(`svc_decrypt_many ${b64(good)} ${b64(ciphertext)}`));
+    expect([many.code, many.detail]).toEqual(['SV001', 'item 2 of 2']);
+  });
+
+  it('tells open sessions when the engine shuts down', async () => {
+    world = await wireWorld();
+    const client = await world.client();
+    const ended = new Promise<{ code?: string; message: string }>((resolve) => {
+      client.removeAllListeners('error');
+      client.on('error', (e) => resolve(e as { code?: string; message: string }));
+    });
+    await world.listener.close(500);
+    const error = await ended;
+    expect([error.code, error.message]).toEqual(['57P01', 'terminating connection: the engine is shutting down']);
   });
 
   it('refuses the extended query protocol and recovers', async () => {
