@@ -105,6 +105,8 @@ export async function startEngine(extraEnv = {}) {
     // Dev mode turns the wire endpoint on at 5433 (user svc, password svc-dev); a free port keeps a
     // bench clear of anything there.
     SVC_PG_PORT: String(await freePort()),
+    // Likewise the operations listener (8081 by default): two engines at once must not collide.
+    SVC_OPS_PORT: String(await freePort()),
     ...extraEnv,
   };
   const child = spawn(process.execPath, [...nodeArgs, engineMain, '--dev'], { stdio: ['ignore', 'pipe', 'pipe'], env });
