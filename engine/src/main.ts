@@ -9,7 +9,7 @@ import { openAuditTrail } from './audit/open-audit.js';
 import { ConfigError, type EngineConfig, loadConfig, type RegistrationConfig } from './config.js';
 import { ExecutionService } from './core/execution-service.js';
 import { RuntimeCache } from './core/runtime-cache.js';
-import { buildApp, buildOperationsApp, type EngineApp } from './http/app.js';
+import { buildApp, buildOperationsApp, type EngineApp, SERVICE_NAME } from './http/app.js';
 import { createMetrics } from './http/metrics.js';
 import type { OperationsDeps } from './http/routes/operations/index.js';
 import { HeartbeatLoop } from './hub/heartbeat-loop.js';
@@ -186,7 +186,7 @@ async function main(): Promise<void> {
   log.info({ address, version, status: agent.status }, 'engine listening');
   // The PostgreSQL wire endpoint (docs/pgwire.md): off unless SVC_PG_PORT is set or in dev mode.
   const pgwire = config.pgwire
-    ? await startPgWire({ execution, config: config.pgwire, limits: config.limits, version, log })
+    ? await startPgWire({ execution, config: config.pgwire, limits: config.limits, version, service: SERVICE_NAME, log })
     : undefined;
 
   const loop = new HeartbeatLoop(

@@ -1,7 +1,8 @@
 // The PostgreSQL wire endpoint's listener (docs/pgwire.md): a transport of its own beside http/, over
-// the same execution service. pg-gateway speaks the protocol (start-up, SCRAM-SHA-256, the TLS
-// upgrade, framing); this module adds what an engine needs around it: one configured user, limits
-// on connections, message size and idle time, and the answers to simple queries (commands.ts).
+// the same execution service. pg-gateway speaks the protocol's hard part (start-up, the SSL request
+// and TLS upgrade, the SCRAM-SHA-256 exchange); this module adds what an engine needs around it: one
+// configured user, limits on connections, message size and idle time, and, once a session is
+// authenticated, its simple queries answered straight from the socket (commands.ts renders them).
 import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
@@ -29,8 +30,8 @@ export interface PgWireOptions {
   readonly limits: Pick<Limits, 'bodyLimitBytes'>;
   readonly version: string;
   readonly log: Pick<Logger, 'info' | 'warn' | 'error'>;
-  /** The service name svc_health reports (as GET /api/health does). */
-  readonly service?: string;
+  /** The service name svc_health reports (the one GET /api/health reports). */
+  readonly service: string;
 }
 
 export interface PgWireListener {
@@ -162,8 +163,7 @@ function serverParameters(version: string, state: ConnectionState): Uint8Array[]
 }
 
 export async function startPgWire(options: PgWireOptions): Promise<PgWireListener> {
-  const { execution, config, log, version } = options;
-  const service = options.service ?? 'svc-engine';
+  const { execution, config, log, version, service } = options;
   const password = await readPassword(config);
   // Only the verifier is kept: the password itself is not needed after this line.
   const scram: ScramSha256Data = await createScramSha256Data(password, SCRAM_ITERATIONS);

@@ -68,6 +68,7 @@ export async function wireWorld(
     },
     limits: { bodyLimitBytes: options.bodyLimitBytes ?? 4 * 1024 * 1024 },
     version: TEST_VERSION,
+    service: 'svc-engine',
     log: { info: record('info'), warn: record('warn'), error: record('error') } as never,
   });
   const clients: pg.Client[] = [];
