@@ -6,6 +6,7 @@ import { connect } from 'node:net';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCommand } from '../src/pgwire/commands.js';
+import { frameGuard, messageAssembler } from '../src/pgwire/frame-guard.js';
 import { b64, type WireWorld, wireWorld } from './support/pgwire.js';
 
 let world: WireWorld;
@@ -108,5 +109,72 @@ describe('arbitrary bytes on the socket', () => {
     );
     const fresh = await world.client();
     expect((await fresh.query('svc_health')).rows[0].status).toBe('UP');
+  });
+});
+
+describe('framing', () => {
+  function message(type: number, body: Buffer): Buffer {
+    const header = Buffer.alloc(5);
+    header[0] = type;
+    header.writeInt32BE(body.length + 4, 1);
+    return Buffer.concat([header, body]);
+  }
+
+  it('cuts any split of a message stream back into the same messages', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.integer({ min: 0x41, max: 0x5a }), fc.uint8Array({ maxLength: 300 })), { minLength: 1, maxLength: 20 }),
+        fc.array(fc.integer({ min: 1, max: 97 }), { minLength: 1, maxLength: 50 }),
+        (specs, cuts) => {
+          const messages = specs.map(([type, body]) => message(type, Buffer.from(body)));
+          const stream = Buffer.concat(messages);
+          const seen: Buffer[] = [];
+          const guard = frameGuard({ maxMessageBytes: 1024, tls: false }, { fail: () => seen.push(Buffer.from('FAIL')), reply() {}, cancel() {} });
+          const startup = Buffer.alloc(8);
+          startup.writeInt32BE(8, 0);
+          startup.writeInt32BE(196608, 4);
+          const assemble = messageAssembler((m) => seen.push(Buffer.from(m)));
+          let startupSeen = false;
+          const forward = (bytes: Uint8Array) => {
+            if (!startupSeen) {
+              startupSeen = true;
+              expect(Buffer.from(bytes).subarray(0, 8)).toEqual(startup);
+              if (bytes.length > 8) assemble(bytes.subarray(8));
+              return;
+            }
+            assemble(bytes);
+          };
+          const all = Buffer.concat([startup, stream]);
+          let at = 0;
+          let i = 0;
+          while (at < all.length) {
+            const size = cuts[i++ % cuts.length] as number;
+            guard(all.subarray(at, at + size), forward);
+            at += size;
+          }
+          expect(seen).toEqual(messages);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('stops at the header of an oversized message, wherever the chunks are cut', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 20 }), (size) => {
+        const failures: string[] = [];
+        let forwarded = 0;
+        const guard = frameGuard({ maxMessageBytes: 100, tls: false }, { fail: (code) => failures.push(code), reply() {}, cancel() {} });
+        const startup = Buffer.alloc(8);
+        startup.writeInt32BE(8, 0);
+        startup.writeInt32BE(196608, 4);
+        const all = Buffer.concat([startup, message(0x51, Buffer.alloc(10)), message(0x51, Buffer.alloc(1000))]);
+        for (let at = 0; at < all.length; at += size) guard(all.subarray(at, at + size), (b) => (forwarded += b.length));
+        expect(failures).toEqual(['54000']);
+        // The start-up packet and the small message went through; of the big one, at most its header.
+        expect(forwarded).toBeGreaterThanOrEqual(8 + 15);
+        expect(forwarded).toBeLessThanOrEqual(8 + 15 + 5);
+      }),
+    );
   });
 });
