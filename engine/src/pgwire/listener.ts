@@ -262,6 +262,8 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
             return !authFailed;
           },
         },
+        // With a TLS option pg-gateway answers SSL requests with `S` and refuses plain-text start-ups; the
+        // certificate itself is in `secureContext`, used by the upgrade adapter below.
         ...(secureContext ? { tls: { key: new ArrayBuffer(0), cert: new ArrayBuffer(0) } } : {}),
         onMessage: (data, state) => {
           if (state.step === 'PerformingAuthentication') return authenticate(data, state);
