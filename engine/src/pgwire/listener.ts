@@ -157,6 +157,9 @@ function serverParameters(version: string, state: ConnectionState): Uint8Array[]
     parameterStatus('standard_conforming_strings', 'on'),
     parameterStatus('TimeZone', 'UTC'),
     parameterStatus('is_superuser', 'off'),
+    // libpq 14+ reads these for target_session_attrs instead of asking with SHOW.
+    parameterStatus('in_hot_standby', 'off'),
+    parameterStatus('default_transaction_read_only', 'off'),
     parameterStatus('session_authorization', state.clientParams?.user ?? ''),
     parameterStatus('application_name', state.clientParams?.application_name ?? ''),
   ];
