@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { type RunningEngine, startEngine } from '../src/engine-process.js';
+import { ENGINE_MAIN, type RunningEngine, startEngine } from '../src/engine-process.js';
 import { createDatabase, dropDatabase, findPostgresBinDir, freePort, withClient } from '../src/postgres-harness.js';
 import { POLICIES, testBootstrap } from '../src/test-policies.js';
 
@@ -49,6 +49,17 @@ afterAll(async () => {
   await engine?.dispose();
   await dropDatabase(adminUrl, DB);
   await withClient(adminUrl, (c) => c.query(`DROP ROLE IF EXISTS ${ROLE}`)).catch(() => {});
+});
+
+describe('configuration', () => {
+  it('refuses to start with SVC_PG_PORT set and no password outside dev mode', async () => {
+    const env: Record<string, string> = { PATH: process.env.PATH ?? '', SVC_PG_PORT: String(await freePort()), SVC_PORT: '0' };
+    const failed = await run(process.execPath, [ENGINE_MAIN], { env }).catch((e: { code: number; stderr: string }) => e);
+    expect((failed as { code: number }).code).toBe(2);
+    expect((failed as { stderr: string }).stderr).toContain(
+      'SVC_PG_PORT is set: SVC_PG_PASSWORD or SVC_PG_PASSWORD_FILE is required (there is no default password)',
+    );
+  });
 });
 
 describe('psql', () => {
