@@ -305,6 +305,7 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
         yield CLOSE;
         return;
       }
+      // As pg-gateway's own handler does: the flow parses the message after its type byte.
       connection.bufferReader.byte();
       try {
         for await (const message of flow.handleClientMessage(data)) {
