@@ -1,8 +1,9 @@
 // `npm run bench`: measures the execution API against the limits below it, all in one run on one
 // machine, and prints each figure as a ratio to its reference: raw node:crypto GCM (platform limit) ▸
 // the core's encryptMany (no HTTP) ▸ a bare Fastify route (framework floor) ▸ the engine as a real
-// process (single, JSON batch, binary frame batch, NDJSON stream) ▸ stream memory over ~1 GiB ▸ warm
-// start and idle RSS of the embedded default.
+// process (single, JSON batch, binary frame batch, NDJSON stream) ▸ the PostgreSQL wire endpoint's
+// serial round trip against a TCP echo floor ▸ stream memory over ~1 GiB ▸ warm start and idle RSS of
+// the embedded default.
 // A measurement, not a test: missed targets still exit 0; any failed request or item exits 1.
 // Options: --quick (small smoke run); BENCH_STREAM_BYTES (memory run size, default 1 GiB);
 // BENCH_ENGINE_NODE_ARGS (node flags for the engine process, e.g. to profile it with --cpu-prof).
@@ -15,6 +16,7 @@ import { coreEncryptManySampler, POLICY, plaintexts, rawGcmSampler } from './in-
 import { formatCpu, formatRate, formatSamples, rounds, table } from './measure.mjs';
 import { streamMemory } from './memory-run.mjs';
 import { streamEncrypt } from './ndjson-client.mjs';
+import { pgwireRoundTrips } from './pgwire-run.mjs';
 import { cpuMicros, startBareServer, startEngine } from './processes.mjs';
 import { checkFrameBatch, checkJsonBatch, checkSingle } from './round-trip.mjs';
 
@@ -61,6 +63,9 @@ const F = {
   json: `engine JSON batch x${settings.batchItems}`,
   frame: `engine binary frame x${settings.batchItems}`,
   ndjson: 'engine NDJSON stream (1 conn)',
+  echo: 'TCP echo serial round trip',
+  wire: 'pgwire svc_encrypt serial (pg client)',
+  wireMany: `pgwire svc_encrypt_many x${settings.batchItems}`,
 };
 
 /** Figure name -> [unit, reference figure, target ratio]. */
@@ -74,6 +79,9 @@ const REPORT = [
   [F.json, 'items/s', F.core, 0.7],
   [F.frame, 'items/s', F.core, 0.85],
   [F.ndjson, 'items/s', F.core],
+  [F.echo, 'req/s'],
+  [F.wire, 'req/s', F.echo],
+  [F.wireMany, 'items/s', F.core],
 ];
 
 function report(results) {
@@ -204,6 +212,18 @@ async function main() {
     try {
       log(`engine pid ${engine.pid} at ${engine.origin}; bare Fastify pid ${bare.pid}`);
       results = await measureAll(bare, engine);
+      log('PostgreSQL wire endpoint: serial round trips from one pg client vs a TCP echo server (own process)');
+      const wire = await pgwireRoundTrips({
+        engine,
+        seconds: settings.httpSeconds,
+        warmupSeconds: settings.warmupSeconds,
+        roundCount: settings.rounds,
+        batchItems: settings.batchItems,
+        log,
+      });
+      results.set(F.echo, wire.echo);
+      results.set(F.wire, wire.wire);
+      results.set(F.wireMany, wire.wireMany);
     } finally {
       await engine.stop();
     }

@@ -9,13 +9,14 @@ import { openAuditTrail } from './audit/open-audit.js';
 import type { EngineConfig, RegistrationConfig } from './config.js';
 import { ExecutionService } from './core/execution-service.js';
 import type { RuntimeCache } from './core/runtime-cache.js';
-import { buildApp, buildOperationsApp, type EngineApp } from './http/app.js';
+import { buildApp, buildOperationsApp, type EngineApp, SERVICE_NAME } from './http/app.js';
 import { createMetrics } from './http/metrics.js';
 import type { OperationsDeps } from './http/routes/operations/index.js';
 import { HeartbeatLoop } from './hub/heartbeat-loop.js';
 import { HubClient } from './hub/hub-client.js';
 import { registerHubMetrics } from './hub/hub-metrics.js';
 import { RuntimeAgent } from './hub/runtime-agent.js';
+import { startPgWire } from './pgwire/listener.js';
 import type { CacheManager } from './store/cache-manager.js';
 import { wrappedMaterialReader } from './store/key-material.js';
 import type { MasterKey } from './store/master-key.js';
@@ -164,6 +165,10 @@ export async function serve({ config, log, masterKey, store, cache, manager, res
     log.warn('operations API shares the execution listener (SVC_OPS_SHARED=true)');
   }
   log.info({ address, version, status: agent.status }, 'engine listening');
+  // The PostgreSQL wire endpoint (docs/pgwire.md): off unless SVC_PG_PORT is set or in dev mode.
+  const pgwire = config.pgwire
+    ? await startPgWire({ execution, config: config.pgwire, limits: config.limits, version, service: SERVICE_NAME, log })
+    : undefined;
 
   const loop = new HeartbeatLoop(
     agent,
@@ -178,7 +183,7 @@ export async function serve({ config, log, masterKey, store, cache, manager, res
     if (stopping) return;
     stopping = true;
     log.info({ signal, graceMs: config.shutdownGraceMs }, 'shutting down: draining in-flight requests');
-    Promise.all(apps.map((a) => a.lifecycle.shutdown(config.shutdownGraceMs)))
+    Promise.all([...apps.map((a) => a.lifecycle.shutdown(config.shutdownGraceMs)), pgwire?.close(config.shutdownGraceMs)])
       .then(() => loop.stop())
       .then(() => audit.close())
       .then(() => manager.close())

@@ -28,6 +28,8 @@ export interface RunningEngine {
   readonly port: number;
   /** The operations API (`/engine/api/v1`, its own loopback listener): `http://127.0.0.1:<opsPort>` */
   readonly opsUrl: string;
+  /** The PostgreSQL wire endpoint's port, when it is on (dev mode, or SVC_PG_PORT in `env`). */
+  readonly pgPort?: number;
   readonly dataDir: string;
   /** Everything the process wrote so far (stdout and stderr). */
   output(): string;
@@ -57,6 +59,8 @@ export async function startEngine(options: EngineOptions = {}): Promise<RunningE
   };
   if (options.bootstrap === undefined) {
     env.SVC_DEV_MODE = 'true';
+    // Dev mode turns the wire endpoint on at 5433; a free port keeps engines of parallel runs apart.
+    env.SVC_PG_PORT = String(await freePort());
   } else {
     const file = join(dataDir, 'bootstrap.json');
     await writeFile(file, JSON.stringify(options.bootstrap), { mode: 0o600 });
@@ -77,6 +81,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<RunningE
     url,
     port,
     opsUrl: `http://127.0.0.1:${opsPort}`,
+    pgPort: env.SVC_PG_PORT ? Number(env.SVC_PG_PORT) : undefined,
     dataDir,
     output: proc.output,
     stop,
