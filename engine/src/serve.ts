@@ -21,6 +21,7 @@ import type { CacheManager } from './store/cache-manager.js';
 import { wrappedMaterialReader } from './store/key-material.js';
 import type { MasterKey } from './store/master-key.js';
 import { seed } from './store/seed.js';
+import type { ShutdownSignals } from './shutdown-signals.js';
 import type { SnapshotStorePort } from './store/store-protocol.js';
 
 const version = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string })
@@ -63,9 +64,11 @@ export interface Started {
   readonly manager: CacheManager;
   /** The last snapshot being loaded (CacheManager.restore). */
   readonly restoring: ReturnType<CacheManager['restore']>;
+  /** Where SIGTERM/SIGINT go once the engine can drain; a signal that came during start waits there. */
+  readonly signals: ShutdownSignals;
 }
 
-export async function serve({ config, log, masterKey, store, cache, manager, restoring }: Started): Promise<void> {
+export async function serve({ config, log, masterKey, store, cache, manager, restoring, signals }: Started): Promise<void> {
   const { store: storeConfig, hub: hubConfig } = config;
   const registrationToken = await readRegistrationToken(config.registration);
   const metrics = createMetrics({
@@ -198,6 +201,5 @@ export async function serve({ config, log, masterKey, store, cache, manager, res
         },
       );
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  signals.handle(stop);
 }
