@@ -1,7 +1,7 @@
 #!/bin/sh
 # Assembles the engine's runtime file tree into an empty directory: the built engine (engine/dist and
 # its migrations), only the engine's production dependencies installed from package-lock.json (so nested
-# versions such as engine/node_modules/pino stay where npm put them), and the compose stack's helper
+# versions such as engine/node_modules/pino stay where npm put them), and the helper
 # scripts. The engine image runs exactly this script, and so does the test that starts the tree as a
 # process, so what CI runs is what the image holds.
 #   npm ci && npm run build && docker/assemble.sh <out-dir>
@@ -38,5 +38,5 @@ mkdir -p "$out/engine/drizzle"
 cp -R "$root/engine/dist" "$out/engine/dist"
 find "$out/engine/dist" -name '*.d.ts' -delete
 cp -R "$root/engine/drizzle/migrations" "$out/engine/drizzle/migrations"
-cp -R "$root/docker/stack" "$out/stack"
+cp -R "$root/docker/scripts" "$out/scripts"
 echo "assemble: runtime tree in $out"

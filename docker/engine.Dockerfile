@@ -16,7 +16,7 @@ COPY client/package.json client/
 RUN npm ci --no-audit --no-fund
 COPY engine engine
 COPY docker/assemble.sh docker/
-COPY docker/stack docker/stack
+COPY docker/scripts docker/scripts
 RUN npx tsc -b engine && docker/assemble.sh /out
 
 FROM ${NODE_IMAGE}
@@ -36,6 +36,6 @@ VOLUME /data
 EXPOSE 8080 8081
 # Readiness, not liveness: /api/health/ready answers 503 until policies and keys are loaded.
 HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:'+process.env.SVC_PORT+'/api/health/ready').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+  CMD ["node", "scripts/probe.mjs", "/api/health/ready"]
 STOPSIGNAL SIGTERM
 CMD ["node", "engine/dist/main.js"]

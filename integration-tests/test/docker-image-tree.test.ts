@@ -43,7 +43,7 @@ function packageVersion(dir: string): string {
 describe('the image file tree (docker/assemble.sh)', () => {
   it('holds the built engine, its migrations and production dependencies only', async () => {
     const top = await readdir(tree);
-    expect(top.sort()).toEqual(['engine', 'node_modules', 'package.json', 'stack']);
+    expect(top.sort()).toEqual(['engine', 'node_modules', 'package.json', 'scripts']);
     const files = [...listing(tree).keys()];
     expect(files).toContain('engine/dist/main.js');
     expect(files).toContain('engine/dist/reference-hub/main.js');
@@ -76,7 +76,7 @@ describe('the image file tree (docker/assemble.sh)', () => {
     // A bare environment, as in the image: nothing inherited from the test run but PATH.
     const base = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, TMPDIR: tmp, NODE_ENV: 'production' };
 
-    await run(process.execPath, ['stack/keygen.mjs', secrets], { cwd: tree, env: base });
+    await run(process.execPath, ['scripts/keygen.mjs', secrets], { cwd: tree, env: base });
     const masterKey = readFileSync(join(secrets, 'master.key'), 'utf8').trim();
     const token = readFileSync(join(secrets, 'registration.token'), 'utf8').trim();
     expect(Buffer.from(masterKey, 'base64')).toHaveLength(32);
@@ -131,6 +131,14 @@ describe('the image file tree (docker/assemble.sh)', () => {
       const notReady = await fetch(`${url}/api/health/ready`);
       expect(notReady.status).toBe(503);
       expect(await notReady.json()).toEqual({ error: 'crypto service is not configured' });
+      // The image's HEALTHCHECK (and the sidecar's exec probes) say the same.
+      const probe = (path: string) =>
+        run(process.execPath, ['scripts/probe.mjs', path], { cwd: tree, env: { ...base, SVC_PORT: String(port) } }).then(
+          () => 0,
+          (error: { code?: number }) => error.code,
+        );
+      expect(await probe('/api/health/ready')).toBe(1);
+      expect(await probe('/api/health')).toBe(0);
 
       const provisionEnv = {
         ...base,
@@ -139,7 +147,7 @@ describe('the image file tree (docker/assemble.sh)', () => {
         SVC_TENANT_ID: 'demo',
         SVC_SECRETS_DIR: secrets,
       };
-      await run(process.execPath, ['stack/provision.mjs'], { cwd: tree, env: provisionEnv, timeout: 60_000 });
+      await run(process.execPath, ['scripts/provision.mjs'], { cwd: tree, env: provisionEnv, timeout: 60_000 });
 
       let ready: Response | undefined;
       for (let attempt = 0; attempt < 200 && ready?.status !== 200; attempt++) {
@@ -148,6 +156,7 @@ describe('the image file tree (docker/assemble.sh)', () => {
       }
       expect(ready?.status).toBe(200);
       expect(await ready?.json()).toEqual({ status: 'UP', policyCount: 2, keyCount: 2 });
+      expect(await probe('/api/health/ready')).toBe(0);
 
       for (const policyCode of ['DEMO_RANDOM', 'DEMO_DETERMINISTIC']) {
         const enc = await fetch(`${url}/api/encrypt`, {
@@ -164,7 +173,7 @@ describe('the image file tree (docker/assemble.sh)', () => {
       }
 
       // A restarted stack runs provision again: it keeps what exists and still succeeds.
-      await run(process.execPath, ['stack/provision.mjs'], { cwd: tree, env: provisionEnv, timeout: 60_000 });
+      await run(process.execPath, ['scripts/provision.mjs'], { cwd: tree, env: provisionEnv, timeout: 60_000 });
       // The operations API stays on its own listener, not on the execution port.
       expect((await fetch(`${url}/engine/api/v1/cache/status`)).status).toBe(404);
     } finally {

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 
 const dir = process.argv[2] ?? process.env.SVC_SECRETS_DIR;
 if (!dir) {
-  console.error('usage: node stack/keygen.mjs <secrets-dir>');
+  console.error('usage: node scripts/keygen.mjs <secrets-dir>');
   process.exit(2);
 }
 mkdirSync(dir, { recursive: true, mode: 0o700 });
