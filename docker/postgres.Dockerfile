@@ -21,7 +21,6 @@ FROM bridge-base AS plv8
 ARG PLV8_GIT
 ARG PLV8_REF=v3.2.3
 RUN test -n "$PLV8_GIT" || { echo 'pass --build-arg PLV8_GIT=<URL of the plv8 git repository>' >&2; exit 1; }
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN set -eux; \
     apt-get update; \
     build_deps='build-essential git ca-certificates cmake ninja-build pkg-config python3-dev libc++-dev libc++abi-dev libtinfo-dev postgresql-server-dev-15'; \
