@@ -1,6 +1,10 @@
 // One place for how a request is sent: the per-request timeout, the retries (503 and connection errors
 // only, with exponential backoff and jitter) and turning an error answer into an EngineError.
+import { type IncomingMessage, request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { pipeline, Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { EngineConnectionError, EngineError, type EngineErrorBody, EngineTimeoutError } from './errors.js';
 
 export interface RetryOptions {
@@ -106,6 +110,11 @@ export class Transport {
   /**
    * Opens a request whose body streams (not retried: the source cannot be read twice). The timeout
    * covers the wait for the response headers only; the stream itself may last as long as it moves.
+   *
+   * Sent with node:http(s), not fetch: Node 20's fetch keeps memory in proportion to a streamed request
+   * body (a 256 MiB upload held about 320 MiB more resident memory), so a long stream would grow without
+   * bound. node:http pipes the body with backpressure and holds no more than a socket buffer. The
+   * `fetch` option therefore applies to every call but streams.
    */
   async open(path: string, headers: Readonly<Record<string, string>>, body: ReadableStream<Uint8Array>, outer?: AbortSignal): Promise<{ response: Response; abort: AbortController }> {
     const abort = new AbortController();
@@ -115,19 +124,35 @@ export class Transport {
       timedOut = true;
       abort.abort();
     }, this.timeoutMs);
+    const url = new URL(this.baseUrl + path);
+    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
     try {
-      const response = await this.fetchImpl(this.baseUrl + path, {
-        method: 'POST',
-        headers: { ...this.headers, ...headers },
-        body,
-        duplex: 'half',
-        signal,
-      } as RequestInit);
-      if (response.status < 200 || response.status >= 300) {
-        const text = new Uint8Array(await response.arrayBuffer());
-        throw errorFrom(response.status, response.headers, text);
+      const answer = await new Promise<IncomingMessage>((resolve, reject) => {
+        const request = send(url, { method: 'POST', headers: { ...this.headers, ...headers }, signal });
+        request.once('response', resolve);
+        request.once('error', reject);
+        // The source is pulled only as fast as the socket drains; an answer that ends the exchange
+        // early (an error status, the engine closing) ends the upload, which cancels the source.
+        pipeline(Readable.fromWeb(body as WebReadableStream<Uint8Array>), request, (error) => {
+          if (error) reject(error);
+        });
+      });
+      const status = answer.statusCode ?? 0;
+      const responseHeaders = new Headers();
+      for (const [name, value] of Object.entries(answer.headers)) {
+        if (value !== undefined) responseHeaders.set(name, Array.isArray(value) ? value.join(', ') : value);
       }
-      return { response, abort };
+      if (status < 200 || status >= 300) {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        for await (const chunk of answer as AsyncIterable<Buffer>) {
+          if (size < 65_536) chunks.push(chunk);
+          size += chunk.length;
+        }
+        throw errorFrom(status, responseHeaders, Buffer.concat(chunks).subarray(0, 65_536));
+      }
+      const stream = Readable.toWeb(answer) as unknown as ReadableStream<Uint8Array>;
+      return { response: new Response(stream, { status, headers: responseHeaders }), abort };
     } catch (error) {
       abort.abort();
       if (timedOut) throw new EngineTimeoutError(this.timeoutMs, { cause: error });
@@ -154,9 +179,14 @@ export function errorFrom(status: number, headers: Headers, body: Uint8Array): E
   return new EngineError(status, parsed, headers.get('x-request-id') ?? undefined);
 }
 
-/** Node's fetch reports every network failure as `TypeError: fetch failed` with the socket error as cause. */
+/**
+ * Node's fetch reports every network failure as `TypeError: fetch failed` with the socket error as
+ * cause; node:http (streams) reports the socket error itself.
+ */
 function isConnectionError(error: unknown): boolean {
-  return error instanceof TypeError;
+  if (error instanceof TypeError) return true;
+  const code = (error as { code?: unknown }).code;
+  return typeof code === 'string' && /^(ECONNREFUSED|ECONNRESET|EPIPE|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT)$/.test(code);
 }
 
 function describe(error: unknown): string {
