@@ -53,13 +53,14 @@ export class EngineClient {
     return this.single('/api/encrypt', request, options);
   }
 
+  /** Sends `data` only (an encrypt answer can be passed as it is: the engine refuses other fields here). */
   decrypt(request: CiphertextRequest, options?: CallOptions): Promise<SingleResponse> {
-    return this.single('/api/decrypt', request, options);
+    return this.single('/api/decrypt', { data: request.data }, options);
   }
 
   /** Re-encrypts a ciphertext under the newest key version of its policy. */
   rewrap(request: CiphertextRequest, options?: CallOptions): Promise<SingleResponse> {
-    return this.single('/api/rewrap', request, options);
+    return this.single('/api/rewrap', { data: request.data }, options);
   }
 
   /** Any number of items; sent in chunks under the batch limits, results in request order. */
@@ -68,11 +69,11 @@ export class EngineClient {
   }
 
   decryptBatch(items: readonly CiphertextRequest[], options?: CallOptions): Promise<BatchResponse> {
-    return this.batch('/api/decrypt/batch', items, options);
+    return this.batch('/api/decrypt/batch', items.map((item) => ({ data: item.data })), options);
   }
 
   rewrapBatch(items: readonly CiphertextRequest[], options?: CallOptions): Promise<BatchResponse> {
-    return this.batch('/api/rewrap/batch', items, options);
+    return this.batch('/api/rewrap/batch', items.map((item) => ({ data: item.data })), options);
   }
 
   /**
