@@ -2,7 +2,7 @@
 // a real engine process and reads every answer line, sampling the resident memory of both processes.
 // Flat memory means the peaks stay near the start values whatever the stream's length: the client reads
 // items from the generator only as the connection takes them, and answers only as the loop consumes them.
-//   npm run build && node --import tsx integration-tests/bench/client-stream-bench.ts
+//   npm run bench:client-stream      (SVC_BENCH_STREAM_BYTES=134217728 npm run bench:client-stream: 128 MiB)
 import { EngineClient } from '../../client/src/index.js';
 import { startEngine } from '../src/engine-process.js';
 
