@@ -184,7 +184,8 @@ export function errorFrom(status: number, headers: Headers, body: Uint8Array): E
  * cause; node:http (streams) reports the socket error itself.
  */
 function isConnectionError(error: unknown): boolean {
-  if (error instanceof TypeError) return true;
+  // A TypeError without a cause is a programming error (a malformed URL or header): not retried.
+  if (error instanceof TypeError) return error.message === 'fetch failed' || error.cause !== undefined;
   const code = (error as { code?: unknown }).code;
   return typeof code === 'string' && /^(ECONNREFUSED|ECONNRESET|EPIPE|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT)$/.test(code);
 }
