@@ -120,6 +120,32 @@ describe('execution API', () => {
     expect(produced).toBeLessThan(100_000);
   });
 
+  it("ends a stream with the source's own error when the source throws", async () => {
+    const client = new EngineClient(engine.url);
+    async function* failing() {
+      for (let i = 0; i < 3; i += 1) yield { data: `v${i}`, policyCode: 'DEMO_RANDOM' };
+      throw new Error('source broke');
+    }
+    const seen: StreamResult[] = [];
+    const error = await (async () => {
+      for await (const result of client.encryptStream(failing())) seen.push(result);
+    })().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(Error);
+    expect((error as Error).message).toBe('source broke');
+    expect(seen.length).toBeLessThanOrEqual(3);
+    // the engine goes on serving
+    expect((await client.encrypt({ data: 'after', policyCode: 'DEMO_RANDOM' })).success).toBe(true);
+  });
+
+  it('refuses a stream the engine refuses up front with EngineError', async () => {
+    const client = new EngineClient(`${engine.url}/nowhere`);
+    const error = await (async () => {
+      for await (const _ of client.encryptStream([{ data: 'a', policyCode: 'DEMO_RANDOM' }])) void _;
+    })().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(EngineError);
+    expect(error).toMatchObject({ status: 404, body: { error: 'not found' } });
+  });
+
   it('encrypts and decrypts raw bytes that are not UTF-8 through the binary frame', async () => {
     const client = new EngineClient(engine.url, { maxBatchItems: 2 });
     const values = [Uint8Array.of(0xff, 0x00, 0xfe), Uint8Array.of(), Uint8Array.from({ length: 300 }, (_, i) => i % 256)];
