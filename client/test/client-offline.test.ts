@@ -1,7 +1,7 @@
 // The client's own logic without an engine: the binary frame against the published examples, batches
 // split under the limits, and which answers are retried.
 import { describe, expect, it } from 'vitest';
-import { decodeResponseFrame, encodeCiphertextFrame, encodeEncryptFrame, EngineClient, EngineError } from '../src/index.js';
+import { decodeResponseFrame, encodeCiphertextFrame, encodeEncryptFrame, EngineClient, EngineConnectionError, EngineError } from '../src/index.js';
 
 const hex = (text: string) => Uint8Array.from(Buffer.from(text.replace(/\s+/g, ''), 'hex'));
 
@@ -86,5 +86,28 @@ describe('retries', () => {
     expect(error).toBeInstanceOf(EngineError);
     expect(error).toMatchObject({ status: 400, body: { success: false, error: 'data must be a string' } });
     expect(bad.bodies).toHaveLength(1);
+  });
+
+  it('retries a connection error until the engine answers, and not a malformed-URL TypeError', async () => {
+    let calls = 0;
+    const flaky = (async () => {
+      calls += 1;
+      if (calls < 3) throw new TypeError('fetch failed', { cause: Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }) });
+      return Response.json({ success: true, data: 'hub:P:x', policyCode: 'P' });
+    }) as typeof fetch;
+    const client = new EngineClient('http://engine.invalid', { fetch: flaky, retry: { baseDelayMs: 1 } });
+    await expect(client.encrypt({ data: 'a', policyCode: 'P' })).resolves.toMatchObject({ success: true });
+    expect(calls).toBe(3);
+
+    let broken = 0;
+    const malformed = (async () => {
+      broken += 1;
+      throw new TypeError('Failed to parse URL');
+    }) as typeof fetch;
+    const error = await new EngineClient('http://engine.invalid', { fetch: malformed, retry: { baseDelayMs: 1 } })
+      .encrypt({ data: 'a', policyCode: 'P' })
+      .catch((e: unknown) => e);
+    expect(error).not.toBeInstanceOf(EngineConnectionError);
+    expect(broken).toBe(1);
   });
 });
