@@ -11,14 +11,16 @@ import {
   frameItemSize,
   type FrameResponse,
 } from './frame.js';
+import { EngineError } from './errors.js';
 import { Transport, type TransportOptions } from './http.js';
 import type { BatchItemResult, BatchResponse, CiphertextRequest, EncryptRequest, SingleResponse, StreamResult } from './types.js';
 
 export interface EngineClientOptions extends TransportOptions {
   /**
    * Most items in one batch request; default 10 000, the engine's default `SVC_BATCH_MAX_ITEMS`. Larger
-   * batches are sent as several requests, one after the other. Set it to the engine's setting when that
-   * is lower.
+   * batches are sent as several requests, one after the other. An engine with a lower limit answers a
+   * JSON batch with `413 batch has N items; the limit is M`: the client then sends that chunk again in
+   * pieces of M, and cuts later chunks (binary frames included) to M.
    */
   readonly maxBatchItems?: number;
   /**
@@ -41,12 +43,15 @@ export class EngineClient {
   private readonly transport: Transport;
   readonly maxBatchItems: number;
   readonly maxBatchBytes: number;
+  /** maxBatchItems, or the lower limit an engine answered with (JSON batches). */
+  private itemLimit: number;
 
   /** `baseUrl`: the engine's execution listener, e.g. `http://127.0.0.1:8080` (or `…/engine`). */
   constructor(baseUrl: string, options: EngineClientOptions = {}) {
     this.transport = new Transport(baseUrl, options);
     this.maxBatchItems = positive('maxBatchItems', options.maxBatchItems ?? 10_000);
     this.maxBatchBytes = positive('maxBatchBytes', options.maxBatchBytes ?? 16 * 1024 * 1024);
+    this.itemLimit = this.maxBatchItems;
   }
 
   encrypt(request: EncryptRequest, options?: CallOptions): Promise<SingleResponse> {
@@ -117,22 +122,37 @@ export class EngineClient {
     // Each item is serialized once, measured, and joined into the body of the chunk it falls into.
     let chunk: string[] = [];
     let chunkBytes = 0;
-    const flush = async () => {
-      if (chunk.length === 0) return;
-      const body = `{"items":[${chunk.join(',')}]}`;
-      chunk = [];
-      chunkBytes = 0;
-      const answer = await this.transport.send(path, { method: 'POST', headers: JSON_TYPE, body, signal: options?.signal });
+    const send = async (parts: string[]): Promise<void> => {
+      const body = `{"items":[${parts.join(',')}]}`;
+      let answer;
+      try {
+        answer = await this.transport.send(path, { method: 'POST', headers: JSON_TYPE, body, signal: options?.signal });
+      } catch (error) {
+        // An engine configured below the client's limit says its limit (`batch has N items; the limit
+        // is M`): the chunk is sent again in pieces it accepts, and later chunks are cut to it.
+        const limit = batchLimitOf(error);
+        if (limit === undefined || limit >= parts.length) throw error;
+        this.itemLimit = limit;
+        for (let start = 0; start < parts.length; start += limit) await send(parts.slice(start, start + limit));
+        return;
+      }
       const response = parseJson(answer.body) as BatchResponse;
       for (const result of response.results) results.push(result);
       totalSuccess += response.totalSuccess;
       totalFailed += response.totalFailed;
       totalProcessingTime += response.totalProcessingTime;
     };
+    const flush = async () => {
+      if (chunk.length === 0) return;
+      const parts = chunk;
+      chunk = [];
+      chunkBytes = 0;
+      await send(parts);
+    };
     for (const item of items) {
       const json = JSON.stringify(item);
       const size = Buffer.byteLength(json) + 1;
-      if (chunk.length >= this.maxBatchItems || (chunk.length > 0 && chunkBytes + size + 12 > this.maxBatchBytes)) await flush();
+      if (chunk.length >= this.itemLimit || (chunk.length > 0 && chunkBytes + size + 12 > this.maxBatchBytes)) await flush();
       chunk.push(json);
       chunkBytes += size;
     }
@@ -178,7 +198,7 @@ export class EngineClient {
     };
     for (const item of items) {
       const size = frameItemSize(item);
-      if (chunk.length >= this.maxBatchItems || (chunk.length > 0 && chunkBytes + size > this.maxBatchBytes)) await flush();
+      if (chunk.length >= this.itemLimit || (chunk.length > 0 && chunkBytes + size > this.maxBatchBytes)) await flush();
       chunk.push(item);
       chunkBytes += size;
     }
@@ -243,6 +263,14 @@ export class EngineClient {
       await reader.cancel().catch(() => undefined);
     }
   }
+}
+
+/** The limit in the engine's `413 batch has N items; the limit is M`, when that is the error. */
+function batchLimitOf(error: unknown): number | undefined {
+  if (!(error instanceof EngineError) || error.status !== 413) return undefined;
+  const match = /^batch has \d+ items; the limit is (\d+)$/.exec(error.engineMessage);
+  const limit = match ? Number(match[1]) : NaN;
+  return Number.isInteger(limit) && limit >= 1 ? limit : undefined;
 }
 
 function parseJson(body: Uint8Array): unknown {

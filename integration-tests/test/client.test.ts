@@ -58,6 +58,21 @@ describe('execution API', () => {
     expect(decrypted.results.map((r) => r.decryptedData)).toEqual(items.map((i) => i.data));
   });
 
+  it('follows an engine with a lower batch limit: the refused chunk is sent again in pieces it accepts', async () => {
+    const small = await startEngine({ env: { SVC_AUDIT_FILE: 'off', SVC_BATCH_MAX_ITEMS: '1000' } });
+    try {
+      const client = new EngineClient(small.url);
+      const items = Array.from({ length: 2500 }, (_, i) => ({ data: `v${i}`, policyCode: 'DEMO_DETERMINISTIC' }));
+      const answer = await client.encryptBatch(items);
+      expect(answer).toMatchObject({ success: true, totalProcessed: 2500, totalSuccess: 2500 });
+      expect(answer.results.map((r) => r.originalData)).toEqual(items.map((i) => i.data));
+      const again = await client.encryptBatch(items.slice(0, 1500));
+      expect(again.results.map((r) => r.encryptedData)).toEqual(answer.results.slice(0, 1500).map((r) => r.encryptedData));
+    } finally {
+      await small.dispose();
+    }
+  });
+
   it('reports item failures of a batch in place without failing the others', async () => {
     const client = new EngineClient(engine.url);
     const answer = await client.encryptBatch([
