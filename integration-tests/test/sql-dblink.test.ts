@@ -3,7 +3,7 @@
 // process serving its PostgreSQL wire endpoint. Everything the application does runs as an ordinary
 // role (NOSUPERUSER, granted svc_user), including the attempts to send values to another address, which
 // a TCP listener proves never arrive.
-import { createServer, type Server, type Socket } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -41,6 +41,27 @@ async function failure(promise: Promise<unknown>): Promise<pg.DatabaseError> {
     return error as pg.DatabaseError;
   }
   throw new Error('the statement was expected to fail');
+}
+
+/**
+ * Restarts the engine and waits for its wire endpoint: the engine answers GET /api/health (what the
+ * process harness waits for) a moment before the wire listener is up.
+ */
+async function restartEngine(): Promise<void> {
+  await engine.restart();
+  for (let attempt = 0; ; attempt += 1) {
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = connect(engine.pgPort as number, '127.0.0.1');
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('error', () => resolve(false));
+    });
+    if (open) return;
+    if (attempt > 200) throw new Error('the engine wire endpoint did not come up');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 /** A TCP listener standing in for an attacker's server: it records every connection and byte. */
@@ -195,7 +216,7 @@ describe('the dblink bridge as an ordinary role', () => {
 
   it('round-trips any text: quotes, backslashes, $$, semicolons, Unicode (fuzzed)', async () => {
     await asApp(async (c) => {
-      const text = fc.string({ unit: 'binary', maxLength: 60 }).map((s) => s.replace(/\u0000/g, ''));
+      const text = fc.string({ unit: 'binary', maxLength: 60 }).map((s) => s.replace(/\u0000/g, '').replace(/[\uD800-\uDFFF]/g, 'x'));
       const tricky = fc.constantFrom("'", "''", '\\', '$$', '$svc$', ';', ' ', '-', '=', '\n', '\r\n', '\t', '--', '/*', 'é', '🎉', '\u202e', '\uFEFF');
       const value = fc.array(fc.oneof(text, tricky), { maxLength: 6 }).map((parts) => parts.join(''));
       await fc.assert(
@@ -220,7 +241,7 @@ describe('failures', () => {
   it('reconnects once when the engine restarted in mid-session', async () => {
     await asApp(async (c) => {
       const before = (await c.query<Row>('SELECT svc_encrypt($1, $2) AS v', ['before', POLICIES.random])).rows[0]?.v;
-      await engine.restart();
+      await restartEngine();
       const after = (await c.query<Row>('SELECT svc_decrypt($1) AS a, svc_decrypt(svc_encrypt($2, $3)) AS b', [before, 'after', POLICIES.random])).rows[0];
       expect(after).toEqual({ a: 'before', b: 'after' });
     });
@@ -241,7 +262,7 @@ describe('failures', () => {
         expect(downArray.code).toBe('SV002');
         expect((await c.query<Row>('SELECT count(*)::int AS n FROM audit_copy')).rows[0]?.n).toBe(0);
       } finally {
-        await engine.restart();
+        await restartEngine();
       }
       // The same session works again once the engine is back.
       expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', ['back', POLICIES.random])).rows[0]?.v).toBe('back');
@@ -271,7 +292,11 @@ describe('the engine address belongs to the DBA', () => {
         // Settings: the dblink bridge reads no address from them.
         await c.query(`SET svc.engine_url = 'http://127.0.0.1:${trap.port}'`);
         expect((await c.query<Row>("SELECT svc_encrypt('secret-1', 'PII_EMAIL') AS v")).rows[0]?.v).toMatch(CIPHERTEXT);
-        await c.query(`ALTER ROLE ${APP} SET svc.engine_url = 'http://127.0.0.1:${trap.port}'`);
+        // PostgreSQL 15 refuses ALTER ROLE … SET of an extension's setting to a non-superuser; were it allowed,
+        // the next session below would still reach only the engine.
+        await c.query(`ALTER ROLE ${APP} SET svc.engine_url = 'http://127.0.0.1:${trap.port}'`).catch((e: pg.DatabaseError) => {
+          expect(e.code).toBe('42501');
+        });
       });
       await asApp(async (c) => {
         expect((await c.query<Row>("SELECT svc_encrypt('secret-2', 'PII_EMAIL') AS v")).rows[0]?.v).toMatch(CIPHERTEXT);
