@@ -206,7 +206,7 @@ describe('the dblink bridge as an ordinary role', () => {
       await c.query('TRUNCATE customers');
       await c.query("INSERT INTO customers SELECT i, 'user' || i || '@example.com' FROM generate_series(1, 2500) i");
       await c.query("CALL svc_encrypt_column('customers', 'email', $1, 1000)", [POLICIES.random]);
-      const counts = (await c.query<Row>(`SELECT count(*) FILTER (WHERE email ~ '^hub:PII_EMAIL:')::int AS enc, count(*)::int AS n FROM customers`)).rows[0];
+      const counts = (await c.query<Row>('SELECT count(*) FILTER (WHERE email ~ \'^hub:PII_EMAIL:\')::int AS enc, count(*)::int AS n FROM customers')).rows[0];
       expect(counts).toEqual({ enc: 2500, n: 2500 });
       await c.query("CALL svc_decrypt_column('customers', 'email')");
       const wrong = (await c.query<Row>("SELECT count(*)::int AS n FROM customers WHERE email <> 'user' || id || '@example.com'")).rows[0];
@@ -302,19 +302,19 @@ describe('the engine address belongs to the DBA', () => {
         expect((await c.query<Row>("SELECT svc_encrypt('secret-2', 'PII_EMAIL') AS v")).rows[0]?.v).toMatch(CIPHERTEXT);
         // Taking over the bridge's connection name: dblink's functions are not PUBLIC any more.
         for (const statement of [
-          `SELECT dblink_disconnect('svc_engine')`,
+          'SELECT dblink_disconnect(\'svc_engine\')',
           `SELECT dblink_connect('svc_engine', '${elsewhere}')`,
           `SELECT dblink_connect_u('svc_engine', '${elsewhere}')`,
-          `SELECT * FROM dblink('svc_engine', 'svc_health') AS t(a text, b text, c text)`,
+          'SELECT * FROM dblink(\'svc_engine\', \'svc_health\') AS t(a text, b text, c text)',
         ]) {
           const denied = await failure(c.query(statement));
           expect(denied.code, statement).toBe('42501');
         }
         // The internal functions: not executable, and none takes an address.
         for (const statement of [
-          `SELECT svc__dblink_one('svc_encrypt', 'svc_health')`,
-          `SELECT svc__dblink_send('svc_encrypt', 'svc_health')`,
-          `SELECT svc__dblink_connect('svc_encrypt')`,
+          'SELECT svc__dblink_one(\'svc_encrypt\', \'svc_health\')',
+          'SELECT svc__dblink_send(\'svc_encrypt\', \'svc_health\')',
+          'SELECT svc__dblink_connect(\'svc_encrypt\')',
         ]) {
           expect((await failure(c.query(statement))).code, statement).toBe('42501');
         }
@@ -322,7 +322,7 @@ describe('the engine address belongs to the DBA', () => {
         expect(http.code).toBe('42883');
         // Another server or a user mapping of its own: no privilege on the wrapper or the server.
         expect((await failure(c.query(`CREATE SERVER evil FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '127.0.0.1', port '${trap.port}')`))).code).toBe('42501');
-        expect((await failure(c.query(`CREATE USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (user 'x', password 'x')`))).code).toBe('42501');
+        expect((await failure(c.query('CREATE USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (user \'x\', password \'x\')'))).code).toBe('42501');
         // Shadowing catalog names with temporary objects changes nothing (pinned search_path).
         await c.query('CREATE TEMP TABLE pg_foreign_server (srvname name, srvoptions text[])');
         await c.query(`INSERT INTO pg_temp.pg_foreign_server VALUES ('svc_engine', ARRAY['host=127.0.0.1', 'port=${trap.port}'])`);
