@@ -8,12 +8,13 @@ import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type RunningEngine, startEngine } from '../src/engine-process.js';
-import { createDatabase, dropDatabase, freePort, withClient } from '../src/postgres-harness.js';
-import { applyMigrations } from '../src/sql-install.js';
+import { clientBinDir, createDatabase, dropDatabase, freePort, withClient } from '../src/postgres-harness.js';
+import { applyMigrations, migrationPaths, runTool, uninstall } from '../src/sql-install.js';
 import { POLICIES, POLICY_NAME, testBootstrap } from '../src/test-policies.js';
 
 const adminUrl = inject('databaseUrl');
 const DB = 'svc_dblink_it';
+const INSTALL_DB = 'svc_dblink_install_it';
 const APP = 'svc_dblink_it_app';
 const APP_PASSWORD = 'app-password-7';
 const ENGINE_PASSWORD = 'dblink-it-engine-password';
@@ -120,7 +121,32 @@ beforeAll(async () => {
 afterAll(async () => {
   await engine?.dispose();
   await dropDatabase(adminUrl, DB);
+  await dropDatabase(adminUrl, INSTALL_DB);
   await withClient(adminUrl, (c) => c.query(`DROP ROLE IF EXISTS ${APP}`)).catch(() => {});
+});
+
+describe('install', () => {
+  it('applies with psql -f and svc.bridge = dblink, re-applies without change, and uninstalls to the original schema', async () => {
+    const binDir = await clientBinDir(adminUrl);
+    const db = await createDatabase(adminUrl, INSTALL_DB);
+    await withClient(db, (c) => c.query('CREATE EXTENSION dblink'));
+    const dump = async () =>
+      (await runTool(binDir, 'pg_dump', ['--schema-only', '--no-owner', '-d', db])).replace(/^\\(un)?restrict .*$/gm, '');
+    const before = await dump();
+    for (const path of migrationPaths()) {
+      await runTool(binDir, 'psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', db, '-f', path], { PGOPTIONS: '-c svc.bridge=dblink' });
+    }
+    const installed = await dump();
+    expect(installed).toContain('CREATE FUNCTION public.svc_encrypt(data text, policy_code text) RETURNS text');
+    expect(installed).toContain('SECURITY DEFINER');
+    expect(installed).toContain('REVOKE ALL ON FUNCTION public.dblink_connect(text, text) FROM PUBLIC');
+    expect(installed).not.toContain('svc__encrypt(');
+    // Without svc.bridge, a re-apply keeps the bridge already installed.
+    await applyMigrations(db);
+    expect(await dump()).toBe(installed);
+    await uninstall(db);
+    expect(await dump()).toBe(before);
+  });
 });
 
 describe('the dblink bridge as an ordinary role', () => {

@@ -356,12 +356,25 @@ export function dblinkInstall(dollarQuote: (text: string, tag: string) => string
   }
   // dblink's own functions are executable by PUBLIC by default; whoever may call them can open a connection
   // named like the bridge's and have values sent wherever it points.
-  lines.push(`    FOR dblink_function IN
-      SELECT d.objid::regprocedure FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
-       WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass AND e.extname = 'dblink'
-         AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e'
-    LOOP
-      EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', dblink_function);
-    END LOOP;`);
+  lines.push(forEachDblinkFunction('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', '    '));
   return lines.join('\n');
+}
+
+/** dblink's functions except dblink_connect_u, which dblink itself keeps from PUBLIC. */
+function forEachDblinkFunction(statement: string, indent: string): string {
+  return `${indent}FOR dblink_function IN
+${indent}  SELECT p.oid::regprocedure FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+${indent}    JOIN pg_catalog.pg_proc p ON p.oid = d.objid
+${indent}   WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass AND e.extname = 'dblink'
+${indent}     AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e' AND p.proname <> 'dblink_connect_u'
+${indent}LOOP
+${indent}  EXECUTE format('${statement}', dblink_function);
+${indent}END LOOP;`;
+}
+
+/** For the uninstall (with `target_schema` and `dblink_function` declared): dblink's functions back to PUBLIC. */
+export function dblinkUninstall(): string {
+  return `  IF to_regprocedure(format('%I.svc__dblink_one(text, text)', target_schema)) IS NOT NULL THEN
+${forEachDblinkFunction('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', '    ')}
+  END IF;`;
 }

@@ -4,7 +4,7 @@
 // named in `svc.bridge`, else the one an earlier install used, else PL/Python, else plv8 with `http` —
 // and creates the functions in the schema named by `svc.install_schema` (default public), or, inside
 // CREATE EXTENSION, in the extension's schema.
-import { DBLINK_INTERNALS, dblinkInstall } from './dblink-bridge.js';
+import { DBLINK_INTERNALS, dblinkInstall, dblinkUninstall } from './dblink-bridge.js';
 import { CFG_SQL, CIPHERTEXT_PATTERN, FUNCTIONS, IMPLS, PROCEDURES, ROLE } from './sql-surface.js';
 
 export type InstallMode = 'migration' | 'extension';
@@ -340,10 +340,12 @@ export function uninstallBlock(): string {
     `
 DECLARE
   target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');
+  dblink_function regprocedure;
 BEGIN
   IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'svc_bridge') THEN
     RAISE EXCEPTION 'svc bridge: installed as an extension here; use DROP EXTENSION svc_bridge' USING ERRCODE = 'SV003';
   END IF;
+${dblinkUninstall()}
 ${drops}
   IF target_schema <> 'public' AND to_regnamespace(target_schema) IS NOT NULL THEN
     EXECUTE format('REVOKE USAGE ON SCHEMA %I FROM ${ROLE}', target_schema);
