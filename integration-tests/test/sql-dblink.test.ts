@@ -65,6 +65,38 @@ async function restartEngine(): Promise<void> {
   }
 }
 
+/** A TCP proxy to the engine's wire endpoint that can stop forwarding (an engine that hangs). */
+async function startStallingProxy(target: number): Promise<{ port: number; stall: (on: boolean) => void; close: () => Promise<void> }> {
+  let stalled = false;
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(target, '127.0.0.1');
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      s.on('error', () => s.destroy());
+    }
+    client.on('data', (chunk) => {
+      if (!stalled) upstream.write(chunk);
+    });
+    upstream.on('data', (chunk) => client.write(chunk));
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as { port: number }).port,
+    stall: (on) => {
+      stalled = on;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
 /** A TCP listener standing in for an attacker's server: it records every connection and byte. */
 async function startTrap(): Promise<{ port: number; connections: () => number; bytes: () => number; close: () => Promise<void> }> {
   let connections = 0;
@@ -293,6 +325,40 @@ describe('failures', () => {
       // The same session works again once the engine is back.
       expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', ['back', POLICIES.random])).rows[0]?.v).toBe('back');
     });
+  });
+
+  it('gives up after svc.timeout_ms when the engine hangs, and a statement_timeout ends the wait', async () => {
+    const proxy = await startStallingProxy(engine.pgPort as number);
+    await asAdmin((c) => c.query(`ALTER SERVER svc_engine OPTIONS (SET port '${proxy.port}', ADD connect_timeout '2')`));
+    try {
+      await asApp(async (c) => {
+        await c.query('TRUNCATE audit_copy');
+        const warm = async (value: string) =>
+          expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', [value, POLICIES.random])).rows[0]?.v).toBe(value);
+        await warm('warm');
+        proxy.stall(true);
+        await c.query("SET svc.timeout_ms = '500'; SET statement_timeout = '60s'");
+        const hung = await failure(c.query("INSERT INTO audit_copy SELECT svc_encrypt('v' || i, 'PII_EMAIL') FROM generate_series(1, 5) i"));
+        expect(hung.code).toBe('SV002');
+        expect(hung.message).toBe('svc_encrypt: engine at foreign server svc_engine did not answer within svc.timeout_ms (500 ms)');
+        proxy.stall(false);
+        // The abandoned connection is not reused: the next call gets a fresh one and its own answer.
+        await warm('after a timeout');
+
+        proxy.stall(true);
+        await c.query("SET svc.timeout_ms = '60000'; SET statement_timeout = '300ms'");
+        const cancelled = await failure(c.query("SELECT svc_encrypt('v', 'PII_EMAIL')"));
+        expect(cancelled.code).toBe('57014');
+        proxy.stall(false);
+        await c.query('RESET statement_timeout');
+        await warm('after a cancel');
+        expect((await c.query<Row>('SELECT count(*)::int AS n FROM audit_copy')).rows[0]?.n).toBe(0);
+      });
+    } finally {
+      proxy.stall(false);
+      await asAdmin((c) => c.query(`ALTER SERVER svc_engine OPTIONS (SET port '${engine.pgPort}', DROP connect_timeout)`));
+      await proxy.close();
+    }
   });
 
   it('refuses a wrong password in the user mapping with a clear error', async () => {
