@@ -126,8 +126,9 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
       target_schema, replace(replace($dl$
 DECLARE
   timeout_ms integer := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  started timestamptz;
+  now timestamptz;
   deadline timestamptz;
-  spins integer := 0;
 BEGIN
   IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
     PERFORM @S@.svc__dblink_connect(op);
@@ -142,11 +143,12 @@ BEGIN
         DETAIL = 'the command could not be sent';
     END IF;
   END IF;
-  deadline := pg_catalog.clock_timestamp() + timeout_ms * interval '1 millisecond';
+  started := pg_catalog.clock_timestamp();
+  deadline := started + timeout_ms * interval '1 millisecond';
   WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
-    spins := spins + 1;
-    IF spins > 200 THEN
-      IF pg_catalog.clock_timestamp() >= deadline THEN
+    now := pg_catalog.clock_timestamp();
+    IF now - started > interval '0.5 milliseconds' THEN
+      IF now >= deadline THEN
         -- The answer may still come; closing the connection makes sure it is never read as another's.
         PERFORM @D@.dblink_disconnect('svc_engine');
         RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
