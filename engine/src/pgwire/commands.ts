@@ -65,7 +65,8 @@ export interface CommandContext {
   readonly service: string;
 }
 
-const utf8 = new TextDecoder('utf-8', { fatal: true });
+// ignoreBOM: a value may begin with U+FEFF, and it is data; the default decoder would drop it.
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const LINE_BREAKS = /[\r\n]/g;
 const DIGITS = /^[0-9]{1,10}$/;
