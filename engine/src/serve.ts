@@ -157,6 +157,11 @@ export async function serve({ config, log, masterKey, store, cache, manager, res
   const apps: EngineApp[] = [];
   const mainApp = earlyApp ?? (await buildMain(operations));
   apps.push(mainApp);
+  // The PostgreSQL wire endpoint (docs/pgwire.md): off unless SVC_PG_PORT is set or in dev mode;
+  // up before the HTTP listener, so a health answer means every listener is.
+  const pgwire = config.pgwire
+    ? await startPgWire({ execution, config: config.pgwire, limits: config.limits, version, service: SERVICE_NAME, log })
+    : undefined;
   const address = await mainApp.app.listen({ host: config.host, port: config.port });
   if (separate) {
     const ops = await buildOperationsApp({ operations, metrics, limits: config.limits, logger: log, audit });
@@ -168,10 +173,6 @@ export async function serve({ config, log, masterKey, store, cache, manager, res
     log.warn('operations API shares the execution listener (SVC_OPS_SHARED=true)');
   }
   log.info({ address, version, status: agent.status }, 'engine listening');
-  // The PostgreSQL wire endpoint (docs/pgwire.md): off unless SVC_PG_PORT is set or in dev mode.
-  const pgwire = config.pgwire
-    ? await startPgWire({ execution, config: config.pgwire, limits: config.limits, version, service: SERVICE_NAME, log })
-    : undefined;
 
   const loop = new HeartbeatLoop(
     agent,
