@@ -38,6 +38,8 @@ export interface CallOptions {
 const JSON_TYPE = { 'content-type': 'application/json' };
 const NDJSON_TYPE = { 'content-type': 'application/x-ndjson' };
 const utf8 = new TextEncoder();
+const STREAM_CHUNK_BYTES = 65_536;
+const WAITING = Symbol('waiting');
 
 export class EngineClient {
   private readonly transport: Transport;
@@ -209,17 +211,34 @@ export class EngineClient {
   private async *stream(path: string, source: AsyncIterable<object> | Iterable<object>, options?: CallOptions): AsyncGenerator<StreamResult> {
     const iterator = Symbol.asyncIterator in source ? source[Symbol.asyncIterator]() : source[Symbol.iterator]();
     let sourceError: { error: unknown } | undefined;
-    // One line per pull: the body is pulled only when the socket takes more, so a consumer that stops
-    // reading results (the engine then stops reading lines) also stops the source. Never more than one
-    // item is read ahead of what the connection accepted, which also keeps request-per-result sources
-    // (a source that waits for the previous result) from deadlocking.
+    // The body is pulled only when the socket takes more, so a consumer that stops reading results (the
+    // engine then stops reading lines) also stops the source. One pull gathers the lines the source has
+    // ready, up to STREAM_CHUNK_BYTES, and sends them as one write (one write per line cost about 40 % of
+    // the throughput); the chunk goes as soon as the source has nothing ready within the current turn of
+    // the event loop, so a source that waits for the previous result before it yields never deadlocks
+    // behind a half-full chunk.
+    let next: Promise<IteratorResult<object>> | undefined;
     const body = new ReadableStream<Uint8Array>(
       {
         async pull(controller) {
           try {
-            const next = await iterator.next();
-            if (next.done) controller.close();
-            else controller.enqueue(utf8.encode(`${JSON.stringify(next.value)}\n`));
+            const ticked = new Promise<typeof WAITING>((resolve) => setImmediate(resolve, WAITING));
+            let lines = '';
+            for (;;) {
+              next ??= Promise.resolve(iterator.next());
+              // Of two settled promises race takes the first listed: a ready item wins over the tick.
+              const item = lines === '' ? await next : await Promise.race([next, ticked]);
+              if (item === WAITING) break;
+              next = undefined;
+              if (item.done) {
+                if (lines !== '') controller.enqueue(utf8.encode(lines));
+                controller.close();
+                return;
+              }
+              lines += `${JSON.stringify(item.value)}\n`;
+              if (lines.length >= STREAM_CHUNK_BYTES) break;
+            }
+            controller.enqueue(utf8.encode(lines));
           } catch (error) {
             sourceError = { error };
             controller.error(error);

@@ -115,6 +115,27 @@ describe('execution API', () => {
     expect(i).toBe(count - 1);
   });
 
+  it('serves a source that yields the next item only after the previous result arrived', async () => {
+    const client = new EngineClient(engine.url);
+    // A conversation over one stream: lines are gathered into chunks, but a chunk must not wait for an
+    // item the source will only yield once this one's result is back.
+    let answered: () => void = () => undefined;
+    async function* conversation() {
+      for (let i = 0; i < 20; i++) {
+        yield { data: `turn ${i}`, policyCode: 'DEMO_DETERMINISTIC' };
+        await new Promise<void>((resolve) => {
+          answered = resolve;
+        });
+      }
+    }
+    const results: string[] = [];
+    for await (const result of client.encryptStream(conversation())) {
+      results.push(result.success ? result.policyCode : result.error);
+      answered();
+    }
+    expect(results).toEqual(Array(20).fill('DEMO_DETERMINISTIC'));
+  });
+
   it('reads the stream source only as fast as the results are consumed', async () => {
     const client = new EngineClient(engine.url);
     let produced = 0;
