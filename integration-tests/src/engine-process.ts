@@ -3,7 +3,7 @@
 // and stops it. Tests either pass a bootstrap document (known keys, so ciphertexts survive a restart)
 // or use dev mode (the demo policies DEMO_RANDOM and DEMO_DETERMINISTIC with fresh keys).
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { access, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { nodeProcess } from './node-process.js';
@@ -91,7 +91,20 @@ export async function startEngine(options: EngineOptions = {}): Promise<RunningE
     },
     dispose: async () => {
       await stop();
-      await rm(dataDir, { recursive: true, force: true });
+      await removeDataDir(dataDir);
     },
   };
+}
+
+/**
+ * Removes an engine's data directory once its store process has ended too: after a SIGKILL of the
+ * engine, the store process still closes PGlite (and writes) for a moment; its lock file says when.
+ */
+export async function removeDataDir(dataDir: string): Promise<void> {
+  const lock = join(dataDir, 'store.lock');
+  for (let i = 0; i < 300; i++) {
+    if (!(await access(lock).then(() => true, () => false))) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  await rm(dataDir, { recursive: true, force: true, maxRetries: 5 });
 }
