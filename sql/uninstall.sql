@@ -5,9 +5,20 @@
 DO $svc_uninstall$
 DECLARE
   target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');
+  dblink_function regprocedure;
 BEGIN
   IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'svc_bridge') THEN
     RAISE EXCEPTION 'svc bridge: installed as an extension here; use DROP EXTENSION svc_bridge' USING ERRCODE = 'SV003';
+  END IF;
+  IF to_regprocedure(format('%I.svc__dblink_one(text, text)', target_schema)) IS NOT NULL THEN
+    FOR dblink_function IN
+      SELECT p.oid::regprocedure FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+        JOIN pg_catalog.pg_proc p ON p.oid = d.objid
+       WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass AND e.extname = 'dblink'
+         AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e' AND p.proname <> 'dblink_connect_u'
+    LOOP
+      EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', dblink_function);
+    END LOOP;
   END IF;
   EXECUTE format('DROP PROCEDURE IF EXISTS %1$I.svc_encrypt_column(regclass, name, text, integer, name)', target_schema);
   EXECUTE format('DROP PROCEDURE IF EXISTS %1$I.svc_decrypt_column(regclass, name, integer, name)', target_schema);
@@ -26,6 +37,13 @@ BEGIN
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__decrypt_array(text[], text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__health(text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__engine_info(text[])', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_setting(text, integer, integer)', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_connect(text)', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_send(text, text)', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_failed(text, text, text, text, text, integer, integer, integer)', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_one(text, text)', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_many(text, text, integer, integer)', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_array(text, text, text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__raise(text, text, text, text)', target_schema);
   IF target_schema <> 'public' AND to_regnamespace(target_schema) IS NOT NULL THEN
     EXECUTE format('REVOKE USAGE ON SCHEMA %I FROM svc_user', target_schema);

@@ -18,7 +18,7 @@ process.on('exit', () => {
   for (const child of running) child.kill('SIGKILL');
 });
 
-function freePort() {
+export function freePort() {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);
@@ -71,10 +71,10 @@ export function cpuMicros(pid) {
   return (Number(fields[11]) + Number(fields[12])) * 10_000;
 }
 
-export async function startBareServer() {
+export async function startBareServer(script = 'bare-server.mjs', name = 'bare fastify') {
   const started = performance.now();
-  const child = spawn(process.execPath, [join(here, 'bare-server.mjs')], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const handle = track(child, 'bare fastify');
+  const child = spawn(process.execPath, [join(here, script)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const handle = track(child, name);
   const port = await new Promise((resolve, reject) => {
     let seen = '';
     child.stdout.on('data', (chunk) => {
@@ -82,9 +82,9 @@ export async function startBareServer() {
       const match = /listening (\d+)/.exec(seen);
       if (match) resolve(Number(match[1]));
     });
-    handle.exited.then(({ code }) => reject(new Error(`bare server exited (${code}): ${handle.output()}`)));
+    handle.exited.then(({ code }) => reject(new Error(`${name} exited (${code}): ${handle.output()}`)));
   });
-  return { ...handle, origin: `http://127.0.0.1:${port}`, readyMs: performance.now() - started };
+  return { ...handle, port, origin: `http://127.0.0.1:${port}`, readyMs: performance.now() - started };
 }
 
 /**
@@ -97,19 +97,21 @@ export async function startEngine(extraEnv = {}, { dataDir: kept, pollMs = 100 }
   const nodeArgs = (process.env.BENCH_ENGINE_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
   const port = await freePort();
   const dataDir = kept ?? mkdtempSync(join(tmpdir(), 'svc-bench-'));
+  const env = {
+    ...process.env,
+    SVC_PORT: String(port),
+    SVC_HOST: '127.0.0.1',
+    SVC_DATA_DIR: dataDir,
+    SVC_LOG_LEVEL: 'warn',
+    // Dev mode turns the wire endpoint on at 5433 (user svc, password svc-dev); a free port keeps a
+    // bench clear of anything there.
+    SVC_PG_PORT: String(await freePort()),
+    // Likewise the operations listener (8081 by default): two engines at once must not collide.
+    SVC_OPS_PORT: String(await freePort()),
+    ...extraEnv,
+  };
   const started = performance.now();
-  const child = spawn(process.execPath, [...nodeArgs, engineMain, '--dev'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: {
-      ...process.env,
-      SVC_PORT: String(port),
-      SVC_HOST: '127.0.0.1',
-      SVC_OPS_PORT: '0',
-      SVC_DATA_DIR: dataDir,
-      SVC_LOG_LEVEL: 'warn',
-      ...extraEnv,
-    },
-  });
+  const child = spawn(process.execPath, [...nodeArgs, engineMain, '--dev'], { stdio: ['ignore', 'pipe', 'pipe'], env });
   const handle = track(child, 'engine');
   const origin = `http://127.0.0.1:${port}`;
   let exited = null;
@@ -135,6 +137,7 @@ export async function startEngine(extraEnv = {}, { dataDir: kept, pollMs = 100 }
   return {
     ...handle,
     origin,
+    pgPort: Number(env.SVC_PG_PORT),
     dataDir,
     readyMs: performance.now() - started,
     async stop() {

@@ -2,8 +2,9 @@
 // machine, and prints each figure as a ratio to its reference: raw node:crypto GCM (platform limit) ▸
 // the core's encryptMany (no HTTP) ▸ a bare Fastify route (framework floor) ▸ the engine as a real
 // process on one core (SVC_WORKERS=1: single, JSON batch, binary frame batch, NDJSON stream) ▸ the
-// engine on all cores (the default SVC_WORKERS: JSON batch and binary frame, docs/workers.md) ▸ stream memory over ~1 GiB ▸ warm
-// start and idle RSS of the embedded default.
+// engine on all cores (the default SVC_WORKERS: JSON batch and binary frame, docs/workers.md) ▸ the
+// PostgreSQL wire endpoint's serial round trip against a TCP echo floor ▸ stream memory over ~1 GiB ▸
+// warm start and idle RSS of the embedded default.
 // A measurement, not a test: missed targets still exit 0; any failed request or item exits 1.
 // Options: --quick (small smoke run); BENCH_STREAM_BYTES (memory run size, default 1 GiB);
 // BENCH_ENGINE_NODE_ARGS (node flags for the engine process, e.g. to profile it with --cpu-prof).
@@ -16,6 +17,7 @@ import { coreEncryptManySampler, POLICY, plaintexts, rawGcmSampler } from './in-
 import { formatCpu, formatRate, formatSamples, rounds, table } from './measure.mjs';
 import { streamMemory } from './memory-run.mjs';
 import { streamEncrypt } from './ndjson-client.mjs';
+import { pgwireRoundTrips } from './pgwire-run.mjs';
 import { cpuMicros, startBareServer, startEngine } from './processes.mjs';
 import { checkFrameBatch, checkJsonBatch, checkSingle } from './round-trip.mjs';
 
@@ -68,6 +70,9 @@ const F = {
   rawAll: `${CORES}x raw GCM ${settings.dataBytes} B`,
   jsonAll: `all cores (${CORES} workers) JSON batch x${settings.batchItems}`,
   frameAll: `all cores (${CORES} workers) binary frame x${settings.batchItems}`,
+  echo: 'TCP echo serial round trip',
+  wire: 'pgwire svc_encrypt serial (pg client)',
+  wireMany: `pgwire svc_encrypt_many x${settings.batchItems}`,
 };
 
 /** Figure name -> [unit, reference figure, target ratio]. */
@@ -86,6 +91,9 @@ const REPORT = [
   [F.frameAll, 'items/s', F.frame, 1.7],
   [F.jsonAll, 'items/s', F.rawAll],
   [F.frameAll, 'items/s', F.rawAll],
+  [F.echo, 'req/s'],
+  [F.wire, 'req/s', F.echo],
+  [F.wireMany, 'items/s', F.core],
 ];
 
 function report(results) {
@@ -241,6 +249,18 @@ async function main() {
     try {
       log(`engine pid ${engine.pid} at ${engine.origin} (one core), ${allCores.pid} at ${allCores.origin} (all cores); bare Fastify pid ${bare.pid}`);
       results = await measureAll(bare, engine, allCores);
+      log('PostgreSQL wire endpoint: serial round trips from one pg client vs a TCP echo server (own process)');
+      const wire = await pgwireRoundTrips({
+        engine,
+        seconds: settings.httpSeconds,
+        warmupSeconds: settings.warmupSeconds,
+        roundCount: settings.rounds,
+        batchItems: settings.batchItems,
+        log,
+      });
+      results.set(F.echo, wire.echo);
+      results.set(F.wire, wire.wire);
+      results.set(F.wireMany, wire.wireMany);
     } finally {
       await engine.stop();
       await allCores.stop();

@@ -54,6 +54,23 @@ export interface EngineConfig {
   readonly registration: RegistrationConfig;
   /** Time a key version must have been RETIRED or DISABLED before it may be destroyed, in ms (SVC_KEY_DESTROY_GRACE_HOURS). */
   readonly keyDestroyGraceMs: number;
+  /** The PostgreSQL wire endpoint (docs/pgwire.md); absent: off. */
+  readonly pgwire?: PgWireConfig;
+}
+
+/** The PostgreSQL wire endpoint's listener and its one user (docs/pgwire.md). */
+export interface PgWireConfig {
+  readonly host: string;
+  readonly port: number;
+  readonly user: string;
+  /** SVC_PG_PASSWORD; never logged. Exactly one of password and passwordFile is set. */
+  readonly password?: string;
+  /** SVC_PG_PASSWORD_FILE: a file holding the password (read at start). */
+  readonly passwordFile?: string;
+  /** PEM certificate chain and key (SVC_PG_TLS_CERT_FILE, SVC_PG_TLS_KEY_FILE); both or neither. */
+  readonly tls?: { readonly certFile: string; readonly keyFile: string };
+  readonly maxConnections: number;
+  readonly idleTimeoutMs: number;
 }
 
 /** The audit trail (docs/audit.md). */
@@ -191,6 +208,41 @@ function auditConfig(env: Env, dataDir: string): AuditConfig {
   };
 }
 
+export const DEV_PG_PORT = 5433;
+export const DEV_PG_USER = 'svc';
+/** Documented in docs/pgwire.md; only ever used in dev mode. */
+export const DEV_PG_PASSWORD = 'svc-dev';
+
+function pgwire(env: Env, devMode: boolean): PgWireConfig | undefined {
+  if (!devMode && (env.SVC_PG_PORT === undefined || env.SVC_PG_PORT === '')) return undefined;
+  const port = integer(env, 'SVC_PG_PORT', DEV_PG_PORT, 0);
+  if (port > 65535) throw new ConfigError(`SVC_PG_PORT must be at most 65535, got "${env.SVC_PG_PORT}"`);
+  const password = env.SVC_PG_PASSWORD || undefined;
+  const passwordFile = env.SVC_PG_PASSWORD_FILE ? resolve(env.SVC_PG_PASSWORD_FILE) : undefined;
+  if (password !== undefined && passwordFile !== undefined) {
+    throw new ConfigError('set only one of SVC_PG_PASSWORD and SVC_PG_PASSWORD_FILE');
+  }
+  // No default password outside dev mode: an open wire endpoint would encrypt and decrypt for anyone.
+  if (!devMode && password === undefined && passwordFile === undefined) {
+    throw new ConfigError('SVC_PG_PORT is set: SVC_PG_PASSWORD or SVC_PG_PASSWORD_FILE is required (there is no default password)');
+  }
+  const certFile = env.SVC_PG_TLS_CERT_FILE || undefined;
+  const keyFile = env.SVC_PG_TLS_KEY_FILE || undefined;
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    throw new ConfigError('set both SVC_PG_TLS_CERT_FILE and SVC_PG_TLS_KEY_FILE, or neither');
+  }
+  return {
+    host: env.SVC_PG_HOST || '127.0.0.1',
+    port,
+    user: env.SVC_PG_USER || DEV_PG_USER,
+    password: password ?? (passwordFile === undefined ? DEV_PG_PASSWORD : undefined),
+    passwordFile,
+    tls: certFile && keyFile ? { certFile: resolve(certFile), keyFile: resolve(keyFile) } : undefined,
+    maxConnections: integer(env, 'SVC_PG_MAX_CONNECTIONS', 64),
+    idleTimeoutMs: integer(env, 'SVC_PG_IDLE_TIMEOUT_MS', 600_000),
+  };
+}
+
 function registration(env: Env): RegistrationConfig {
   let hubUrl: string | undefined;
   if (env.SVC_HUB_URL) {
@@ -276,6 +328,7 @@ export function loadConfig(env: Env = process.env, argv: readonly string[] = pro
       `SVC_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "${level}"`,
     );
   }
+  const devMode = argv.includes('--dev') || flag(env, 'SVC_DEV_MODE');
   return {
     // Loopback by default: the engine is a sidecar; expose it deliberately (0.0.0.0 in containers).
     host: env.SVC_HOST || '127.0.0.1',
@@ -283,7 +336,7 @@ export function loadConfig(env: Env = process.env, argv: readonly string[] = pro
     // Where the embedded store and dev-mode material live.
     dataDir: resolve(env.SVC_DATA_DIR || 'data'),
     // Dev mode creates demo policies with generated keys; never for production.
-    devMode: argv.includes('--dev') || flag(env, 'SVC_DEV_MODE'),
+    devMode,
     // A JSON file of policies and keys to serve without a hub (docs/bootstrap.md).
     bootstrapFile: env.SVC_BOOTSTRAP_FILE ? resolve(env.SVC_BOOTSTRAP_FILE) : undefined,
     logLevel: level,
@@ -313,5 +366,6 @@ export function loadConfig(env: Env = process.env, argv: readonly string[] = pro
     operationsListener: operationsListener(env, port),
     registration: registration(env),
     keyDestroyGraceMs: integer(env, 'SVC_KEY_DESTROY_GRACE_HOURS', 168, 0) * 3_600_000,
+    pgwire: pgwire(env, devMode),
   };
 }

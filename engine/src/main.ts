@@ -7,12 +7,14 @@ import { join } from 'node:path';
 import { type Logger, pino } from 'pino';
 import { ConfigError, type EngineConfig, loadConfig } from './config.js';
 import { RuntimeCache } from './core/runtime-cache.js';
+import { ShutdownSignals } from './shutdown-signals.js';
 import { CacheManager } from './store/cache-manager.js';
 import { loadMasterKey } from './store/master-key.js';
 import { ProcessSnapshotStore } from './store/process-snapshot-store.js';
 import type { SnapshotStorePort } from './store/store-protocol.js';
 
 async function main(): Promise<void> {
+  const signals = new ShutdownSignals();
   let config: EngineConfig;
   try {
     config = loadConfig();
@@ -54,7 +56,7 @@ async function main(): Promise<void> {
   const restoring = manager.restore();
   restoring.catch(() => undefined);
   const { serve } = await import('./serve.js');
-  await serve({ config, log, masterKey, store, cache, manager, restoring });
+  await serve({ config, log, masterKey, store, cache, manager, restoring, signals });
 }
 
 async function openPostgresStore(

@@ -9,17 +9,19 @@ import { openAuditTrail } from './audit/open-audit.js';
 import type { EngineConfig, RegistrationConfig } from './config.js';
 import { ExecutionService } from './core/execution-service.js';
 import type { RuntimeCache } from './core/runtime-cache.js';
-import { buildApp, buildOperationsApp, type EngineApp } from './http/app.js';
+import { buildApp, buildOperationsApp, type EngineApp, SERVICE_NAME } from './http/app.js';
 import { createMetrics } from './http/metrics.js';
 import type { OperationsDeps } from './http/routes/operations/index.js';
 import { HeartbeatLoop } from './hub/heartbeat-loop.js';
 import { HubClient } from './hub/hub-client.js';
 import { registerHubMetrics } from './hub/hub-metrics.js';
 import { RuntimeAgent } from './hub/runtime-agent.js';
+import { startPgWire } from './pgwire/listener.js';
 import type { CacheManager } from './store/cache-manager.js';
 import { wrappedMaterialReader } from './store/key-material.js';
 import type { MasterKey } from './store/master-key.js';
 import { seed } from './store/seed.js';
+import type { ShutdownSignals } from './shutdown-signals.js';
 import type { SnapshotStorePort } from './store/store-protocol.js';
 import { WorkerPool } from './workers/worker-pool.js';
 
@@ -63,9 +65,11 @@ export interface Started {
   readonly manager: CacheManager;
   /** The last snapshot being loaded (CacheManager.restore). */
   readonly restoring: ReturnType<CacheManager['restore']>;
+  /** Where SIGTERM/SIGINT go once the engine can drain; a signal that came during start waits there. */
+  readonly signals: ShutdownSignals;
 }
 
-export async function serve({ config, log, masterKey, store, cache, manager, restoring }: Started): Promise<void> {
+export async function serve({ config, log, masterKey, store, cache, manager, restoring, signals }: Started): Promise<void> {
   const { store: storeConfig, hub: hubConfig } = config;
   const registrationToken = await readRegistrationToken(config.registration);
   // Every execution and operations call is recorded (docs/audit.md).
@@ -158,6 +162,11 @@ export async function serve({ config, log, masterKey, store, cache, manager, res
   const apps: EngineApp[] = [];
   const mainApp = earlyApp ?? (await buildMain(operations));
   apps.push(mainApp);
+  // The PostgreSQL wire endpoint (docs/pgwire.md): off unless SVC_PG_PORT is set or in dev mode;
+  // up before the HTTP listener, so a health answer means every listener is.
+  const pgwire = config.pgwire
+    ? await startPgWire({ execution, config: config.pgwire, limits: config.limits, version, service: SERVICE_NAME, log })
+    : undefined;
   const address = await mainApp.app.listen({ host: config.host, port: config.port });
   if (separate) {
     const ops = await buildOperationsApp({ operations, metrics, limits: config.limits, logger: log, audit });
@@ -187,7 +196,7 @@ export async function serve({ config, log, masterKey, store, cache, manager, res
     if (stopping) return;
     stopping = true;
     log.info({ signal, graceMs: config.shutdownGraceMs }, 'shutting down: draining in-flight requests');
-    Promise.all(apps.map((a) => a.lifecycle.shutdown(config.shutdownGraceMs)))
+    Promise.all([...apps.map((a) => a.lifecycle.shutdown(config.shutdownGraceMs)), pgwire?.close(config.shutdownGraceMs)])
       .then(() => pool?.close())
       .then(() => loop.stop())
       .then(() => audit.close())
@@ -203,6 +212,5 @@ export async function serve({ config, log, masterKey, store, cache, manager, res
         },
       );
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  signals.handle(stop);
 }

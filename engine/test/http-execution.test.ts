@@ -38,6 +38,10 @@ describe.each(['', '/engine'])('execution API under "%s"', (prefix) => {
     const api = await t.app.inject({ url: `${prefix}/api/health` });
     expect(api.statusCode).toBe(200);
     expect(api.json()).toEqual({ status: 'UP', service: 'svc-engine', version: TEST_VERSION });
+
+    const ready = await t.app.inject({ url: `${prefix}/api/health/ready` });
+    expect(ready.statusCode).toBe(200);
+    expect(ready.json()).toEqual({ status: 'UP', policyCount: 6, keyCount: 2 });
   });
 
   it('encrypts a single value into the hub:<policy_code>:<rest> shape and decrypts it back', async () => {
@@ -346,6 +350,12 @@ describe('an engine with nothing loaded', () => {
     expect(actuator.json()).toMatchObject({ status: 'DOWN', components: { crypto: { status: 'DOWN' } } });
     expect((await t.app.inject({ url: '/health' })).statusCode).toBe(200);
     expect((await t.app.inject({ url: '/api/health' })).json().status).toBe('UP');
+  });
+
+  it('answers 503 on readiness with the contract error body while nothing is loaded', async () => {
+    const ready = await t.app.inject({ url: '/api/health/ready' });
+    expect(ready.statusCode).toBe(503);
+    expect(ready.body).toBe('{"error":"crypto service is not configured"}');
   });
 });
 

@@ -97,3 +97,15 @@ it('an idle engine leaves the store process ended: the periodic flush writes onl
   const stored = await processStore(100).load();
   expect(stored.usage.find((u) => u.alias === 'k1')?.decryptions).toBe(1);
 });
+
+it('never opens one directory twice: a second store process waits until the first has ended', async () => {
+  const first = processStore(60_000);
+  await first.saveIdentity({ hubUrl: 'http://hub:1', tenantId: 't' });
+  const second = processStore(60_000);
+  let loaded = false;
+  const load = second.load().then((state) => ((loaded = true), state));
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  expect(loaded).toBe(false);
+  await first.close();
+  expect((await load).identity).toEqual({ hubUrl: 'http://hub:1', tenantId: 't' });
+});

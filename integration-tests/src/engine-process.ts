@@ -3,7 +3,7 @@
 // and stops it. Tests either pass a bootstrap document (known keys, so ciphertexts survive a restart)
 // or use dev mode (the demo policies DEMO_RANDOM and DEMO_DETERMINISTIC with fresh keys).
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { access, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { nodeProcess } from './node-process.js';
@@ -28,6 +28,8 @@ export interface RunningEngine {
   readonly port: number;
   /** The operations API (`/engine/api/v1`, its own loopback listener): `http://127.0.0.1:<opsPort>` */
   readonly opsUrl: string;
+  /** The PostgreSQL wire endpoint's port, when it is on (dev mode, or SVC_PG_PORT in `env`). */
+  readonly pgPort?: number;
   readonly dataDir: string;
   /** Everything the process wrote so far (stdout and stderr). */
   output(): string;
@@ -59,6 +61,8 @@ export async function startEngine(options: EngineOptions = {}): Promise<RunningE
   };
   if (options.bootstrap === undefined) {
     env.SVC_DEV_MODE = 'true';
+    // Dev mode turns the wire endpoint on at 5433; a free port keeps engines of parallel runs apart.
+    env.SVC_PG_PORT = String(await freePort());
   } else {
     const file = join(dataDir, 'bootstrap.json');
     await writeFile(file, JSON.stringify(options.bootstrap), { mode: 0o600 });
@@ -79,6 +83,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<RunningE
     url,
     port,
     opsUrl: `http://127.0.0.1:${opsPort}`,
+    pgPort: env.SVC_PG_PORT ? Number(env.SVC_PG_PORT) : undefined,
     dataDir,
     output: proc.output,
     signal: proc.signal,
@@ -89,7 +94,20 @@ export async function startEngine(options: EngineOptions = {}): Promise<RunningE
     },
     dispose: async () => {
       await stop();
-      await rm(dataDir, { recursive: true, force: true });
+      await removeDataDir(dataDir);
     },
   };
+}
+
+/**
+ * Removes an engine's data directory once its store process has ended too: after a SIGKILL of the
+ * engine, the store process still closes PGlite (and writes) for a moment; its lock file says when.
+ */
+export async function removeDataDir(dataDir: string): Promise<void> {
+  const lock = join(dataDir, 'store.lock');
+  for (let i = 0; i < 300; i++) {
+    if (!(await access(lock).then(() => true, () => false))) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  await rm(dataDir, { recursive: true, force: true, maxRetries: 5 });
 }

@@ -1,10 +1,10 @@
 // The engine as a real process (`node engine/dist/main.js`, as the README starts it) under test
 // control for the fault tests: start, SIGKILL or SIGTERM, and start again on the same port, data
 // directory and environment. The general helper (engine-process.ts) covers the graceful cases.
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ENGINE_MAIN } from './engine-process.js';
+import { ENGINE_MAIN, removeDataDir } from './engine-process.js';
 import { nodeProcess } from './node-process.js';
 import { freePort } from './postgres-harness.js';
 
@@ -48,7 +48,7 @@ export async function superviseEngine(env: Readonly<Record<string, string>>): Pr
     kill,
     dispose: async () => {
       await kill('SIGKILL');
-      await rm(dataDir, { recursive: true, force: true });
+      await removeDataDir(dataDir);
     },
   };
 }

@@ -10,6 +10,8 @@ export interface NodeProcessOptions {
   /** The built entry point (its absence is reported as "run npm run build"). */
   readonly main: string;
   readonly env: Readonly<Record<string, string>>;
+  /** Working directory; default: the repository root. */
+  readonly cwd?: string;
   readonly healthUrl: string;
   readonly startTimeoutMs: number;
 }
@@ -31,7 +33,7 @@ export function nodeProcess(options: NodeProcessOptions): NodeProcess {
   let output = '';
 
   const start = async (): Promise<void> => {
-    const proc = spawn(process.execPath, [options.main], { cwd: REPO_ROOT, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(process.execPath, [options.main], { cwd: options.cwd ?? REPO_ROOT, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] });
     child = proc;
     proc.stdout?.on('data', (chunk: Buffer) => {
       output += chunk.toString();

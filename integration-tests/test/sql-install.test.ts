@@ -137,7 +137,7 @@ describe('migrations', () => {
       });
     const unknown = await failure('plperl');
     expect(unknown.code).toBe('SV003');
-    expect(unknown.message).toContain('svc.bridge must be plpython3u or plv8, got "plperl"');
+    expect(unknown.message).toContain('svc.bridge must be plpython3u, plv8 or dblink, got "plperl"');
     const plv8 = await withClient(url, async (c) =>
       (await c.query("SELECT count(*)::int AS n FROM pg_available_extensions WHERE name IN ('plv8', 'http')")).rows[0]?.n,
     );

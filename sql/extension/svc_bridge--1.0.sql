@@ -11,6 +11,8 @@ DECLARE
   http_schema text;
   py_prelude text;
   js_prelude text;
+  dblink_schema text;
+  dblink_function regprocedure;
 BEGIN
   SELECT l.lanname INTO previous
     FROM pg_catalog.pg_proc p
@@ -18,16 +20,20 @@ BEGIN
    WHERE p.proname = 'svc__encrypt' AND p.pronamespace = to_regnamespace(target_schema)
      AND l.lanname IN ('plpython3u', 'plv8')
    LIMIT 1;
-  IF requested IS NOT NULL AND requested NOT IN ('plpython3u', 'plv8') THEN
-    RAISE EXCEPTION 'svc.bridge must be plpython3u or plv8, got "%"', requested USING ERRCODE = 'SV003';
+  IF previous IS NULL AND to_regprocedure(format('%I.svc__dblink_one(text, text)', target_schema)) IS NOT NULL THEN
+    previous := 'dblink';
+  END IF;
+  IF requested IS NOT NULL AND requested NOT IN ('plpython3u', 'plv8', 'dblink') THEN
+    RAISE EXCEPTION 'svc.bridge must be plpython3u, plv8 or dblink, got "%"', requested USING ERRCODE = 'SV003';
   END IF;
   bridge := coalesce(requested, previous, CASE
     WHEN EXISTS (SELECT FROM pg_catalog.pg_language WHERE lanname = 'plpython3u') THEN 'plpython3u'
     WHEN EXISTS (SELECT FROM pg_catalog.pg_language WHERE lanname = 'plv8') AND EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'http') THEN 'plv8'
+    WHEN EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'dblink') THEN 'dblink'
   END);
   IF bridge IS NULL THEN
-    RAISE EXCEPTION 'svc bridge: this database offers neither plpython3u nor plv8 with the http extension'
-      USING ERRCODE = 'SV003', HINT = 'Install postgresql-plpython3-<version> (Debian) or plv8 and pgsql-http, then apply again.';
+    RAISE EXCEPTION 'svc bridge: this database offers neither plpython3u, nor plv8 with the http extension, nor dblink'
+      USING ERRCODE = 'SV003', HINT = 'Install postgresql-plpython3-<version> (Debian) or plv8 and pgsql-http, or make dblink available, then apply again.';
   END IF;
   IF bridge = 'plpython3u' AND NOT EXISTS (SELECT FROM pg_catalog.pg_language WHERE lanname = 'plpython3u') THEN
     RAISE EXCEPTION 'svc_bridge: the plpython3u language is not installed in this database'
@@ -37,6 +43,10 @@ BEGIN
                           OR NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'http')) THEN
     RAISE EXCEPTION 'svc_bridge: the plv8 bridge needs the plv8 and http extensions installed in this database'
       USING ERRCODE = 'SV003', HINT = 'Run CREATE EXTENSION plv8; CREATE EXTENSION http; first.';
+  END IF;
+  IF bridge = 'dblink' AND NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'dblink') THEN
+    RAISE EXCEPTION 'svc_bridge: the dblink bridge needs the dblink extension installed in this database'
+      USING ERRCODE = 'SV003', HINT = 'Run CREATE EXTENSION dblink; first.';
   END IF;
   IF bridge = 'plv8' THEN
     SELECT pg_catalog.quote_ident(n.nspname) INTO http_schema
@@ -56,6 +66,356 @@ BEGIN
   RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, DETAIL = coalesce(detail, ''), HINT = coalesce(hint, '');
 END
 $body$$f$, target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__raise(text, text, text, text) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__raise(text, text, text, text) TO svc_user', target_schema);
+  IF bridge = 'dblink' THEN
+    SELECT pg_catalog.quote_ident(n.nspname) INTO dblink_schema
+      FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'dblink';
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__encrypt(text, text, text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__encrypt_by_name(text, text, integer, text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__decrypt(text, text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__encrypt_array(text[], text, text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__decrypt_array(text[], text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__health(text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__engine_info(text[])', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_setting(name text, fallback integer, max integer) RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  raw text := nullif(pg_catalog.btrim(pg_catalog.current_setting(name, true)), '');
+  n bigint;
+BEGIN
+  IF raw IS NULL THEN RETURN fallback; END IF;
+  IF raw !~ '^[0-9]{1,10}$' THEN
+    RAISE EXCEPTION '% must be a whole number from 1 to %, got "%"', name, max, raw USING ERRCODE = 'SV003';
+  END IF;
+  n := raw::bigint;
+  IF n < 1 OR n > max THEN
+    RAISE EXCEPTION '% must be a whole number from 1 to %, got "%"', name, max, raw USING ERRCODE = 'SV003';
+  END IF;
+  RETURN n::integer;
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_setting(text, integer, integer) FROM PUBLIC', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_connect(op text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  st text;
+  msg text;
+  det text;
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_foreign_server WHERE srvname = 'svc_engine') THEN
+    RAISE EXCEPTION '%: the foreign server svc_engine that holds the engine address does not exist', op USING ERRCODE = 'SV003',
+      HINT = 'CREATE SERVER svc_engine FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host ..., port ..., dbname ''svc''), and a user mapping; see docs/sql.md.';
+  END IF;
+  BEGIN
+    PERFORM @D@.dblink_connect('svc_engine', 'svc_engine');
+  EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL;
+    IF msg LIKE '%user mapping%' OR det LIKE '%password authentication failed%' OR msg LIKE '%password is required%'
+       OR det LIKE '%password is required%' OR det LIKE '%no password supplied%' THEN
+      RAISE EXCEPTION '%: the engine refused the credentials of the user mapping for server svc_engine', op
+        USING ERRCODE = 'SV003', DETAIL = coalesce(nullif(det, ''), msg),
+        HINT = 'Check the user and password in CREATE USER MAPPING FOR <owner of the svc functions> SERVER svc_engine against SVC_PG_USER / SVC_PG_PASSWORD of the engine.';
+    END IF;
+    RAISE EXCEPTION '%: engine at foreign server svc_engine is unreachable', op
+      USING ERRCODE = 'SV002', DETAIL = coalesce(nullif(det, ''), msg),
+      HINT = 'Check that the engine runs with SVC_PG_PORT set and that the server options (host, port) point at it.';
+  END;
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_connect(text) FROM PUBLIC', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_send(op text, command text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp SET client_min_messages = warning AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  timeout_ms integer := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  started timestamptz;
+  now timestamptz;
+  deadline timestamptz;
+BEGIN
+  IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
+    PERFORM @S@.svc__dblink_connect(op);
+  END IF;
+  IF @D@.dblink_send_query('svc_engine', command) <> 1 THEN
+    -- The connection broke while idle (an engine restart): one new connection.
+    PERFORM @D@.dblink_disconnect('svc_engine');
+    PERFORM @S@.svc__dblink_connect(op);
+    IF @D@.dblink_send_query('svc_engine', command) <> 1 THEN
+      PERFORM @D@.dblink_disconnect('svc_engine');
+      RAISE EXCEPTION '%: engine at foreign server svc_engine is unreachable', op USING ERRCODE = 'SV002',
+        DETAIL = 'the command could not be sent';
+    END IF;
+  END IF;
+  started := pg_catalog.clock_timestamp();
+  deadline := started + timeout_ms * interval '1 millisecond';
+  WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
+    now := pg_catalog.clock_timestamp();
+    IF now - started > interval '0.5 milliseconds' THEN
+      IF now >= deadline THEN
+        -- The answer may still come; closing the connection makes sure it is never read as another's.
+        PERFORM @D@.dblink_disconnect('svc_engine');
+        RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
+          USING ERRCODE = 'SV002';
+      END IF;
+      PERFORM pg_catalog.pg_sleep(0.001);
+    END IF;
+  END LOOP;
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_send(text, text) FROM PUBLIC', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_failed(op text, st text, msg text, det text, hnt text, attempt integer, item_offset integer, total integer) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  item text[];
+BEGIN
+  IF st LIKE '08%' OR st IN ('57P01', '57P02', '57P03', '57P05') THEN
+    PERFORM @D@.dblink_disconnect('svc_engine') WHERE 'svc_engine' = ANY (@D@.dblink_get_connections());
+    IF attempt = 1 THEN RETURN; END IF;
+    RAISE EXCEPTION '%: engine at foreign server svc_engine is unreachable', op USING ERRCODE = 'SV002', DETAIL = msg;
+  END IF;
+  BEGIN
+    PERFORM FROM @D@.dblink_get_result('svc_engine', false) AS t(data text);
+  EXCEPTION WHEN OTHERS THEN
+    PERFORM @D@.dblink_disconnect('svc_engine') WHERE 'svc_engine' = ANY (@D@.dblink_get_connections());
+  END;
+  item := pg_catalog.regexp_match(coalesce(det, ''), '^item ([0-9]+) of [0-9]+$');
+  IF item IS NOT NULL THEN
+    det := pg_catalog.format('item %s of %s', item_offset + item[1]::integer, total);
+  ELSIF total > 1 AND st = 'SV001' THEN
+    det := pg_catalog.format('item %s of %s', item_offset + 1, total);
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = coalesce(det, ''), HINT = coalesce(hnt, '');
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_failed(text, text, text, text, text, integer, integer, integer) FROM PUBLIC', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_one(op text, command text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  result text;
+  st text;
+  msg text;
+  det text;
+  hnt text;
+BEGIN
+  FOR attempt IN 1..2 LOOP
+    PERFORM @S@.svc__dblink_send(op, command);
+    BEGIN
+      SELECT t.data INTO result FROM @D@.dblink_get_result('svc_engine') AS t(data text);
+      PERFORM FROM @D@.dblink_get_result('svc_engine') AS t(data text);
+      EXIT;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
+  END LOOP;
+  RETURN result;
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_one(text, text) FROM PUBLIC', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_many(op text, command text, item_offset integer, total integer) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  result text[];
+  st text;
+  msg text;
+  det text;
+  hnt text;
+BEGIN
+  FOR attempt IN 1..2 LOOP
+    PERFORM @S@.svc__dblink_send(op, command);
+    BEGIN
+      SELECT pg_catalog.array_agg(t.data ORDER BY t.i) INTO result FROM @D@.dblink_get_result('svc_engine') AS t(i integer, data text);
+      PERFORM FROM @D@.dblink_get_result('svc_engine') AS t(data text);
+      EXIT;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, item_offset, total);
+  END LOOP;
+  RETURN result;
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_many(text, text, integer, integer) FROM PUBLIC', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_array(op text, head text, data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  batch integer := @S@.svc__dblink_setting('svc.batch_size', 1000, 10000);
+  out text[] := data;
+  parts text[] := '{}';
+  pos integer[] := '{}';
+  res text[];
+  n integer := 0;
+  chars bigint := 0;
+  done integer := 0;
+  total integer;
+  e text;
+  idx integer;
+  k integer;
+BEGIN
+  IF pg_catalog.array_ndims(data) IS NULL THEN RETURN data; END IF;
+  IF pg_catalog.array_ndims(data) > 1 THEN
+    RAISE EXCEPTION '%: only one-dimensional arrays are supported', op USING ERRCODE = '2202E';
+  END IF;
+  SELECT pg_catalog.count(*) INTO total FROM pg_catalog.unnest(data) AS u(v) WHERE u.v IS NOT NULL;
+  FOR idx IN pg_catalog.array_lower(data, 1) .. pg_catalog.array_upper(data, 1) + 1 LOOP
+    IF idx <= pg_catalog.array_upper(data, 1) THEN
+      CONTINUE WHEN data[idx] IS NULL;
+      e := coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data[idx], 'UTF8'), 'base64'), ''), '-');
+    END IF;
+    IF n > 0 AND (idx > pg_catalog.array_upper(data, 1) OR n >= batch OR chars + pg_catalog.length(e) > 8388608) THEN
+      res := @S@.svc__dblink_many(op, head || ' ' || pg_catalog.array_to_string(parts, ' '), done, total);
+      IF coalesce(pg_catalog.cardinality(res), 0) <> n THEN
+        RAISE EXCEPTION '%: the engine answered % values for %', op, coalesce(pg_catalog.cardinality(res), 0), n USING ERRCODE = 'SV002';
+      END IF;
+      FOR k IN 1 .. n LOOP
+        out[pos[k]] := res[k];
+      END LOOP;
+      done := done + n;
+      parts := '{}';
+      pos := '{}';
+      n := 0;
+      chars := 0;
+    END IF;
+    EXIT WHEN idx > pg_catalog.array_upper(data, 1);
+    n := n + 1;
+    parts[n] := e;
+    pos[n] := idx;
+    chars := chars + pg_catalog.length(e) + 1;
+  END LOOP;
+  RETURN out;
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_array(text, text, text[]) FROM PUBLIC', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text) IS %L', target_schema, $c$Encrypts a value under a policy code through the engine; NULL in, NULL out.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text, text) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text, text) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
+  RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt_by_name ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_name, 'UTF8'), 'base64'), ''), '-') || ' '
+    || coalesce(policy_version::text, '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) IS %L', target_schema, $c$Encrypts a value under a policy name, at policy_version or the latest version when NULL.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
+  RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt_by_name ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_name, 'UTF8'), 'base64'), ''), '-') || ' '
+    || coalesce(policy_version::text, '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text, integer) IS %L', target_schema, $c$Same as svc_encrypt_by_name: encrypts under a policy name, at policy_version or the latest when NULL.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text, text, integer) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text, text, integer) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_decrypt(data text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  RETURN @S@.svc__dblink_one('svc_decrypt', 'svc_decrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text) IS %L', target_schema, $c$Decrypts a ciphertext (hub:<policy>:...) through the engine; NULL in, NULL out.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  RETURN @S@.svc__dblink_array('svc_encrypt', 'svc_encrypt_many ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-'), data);
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text[], text) IS %L', target_schema, $c$Encrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text[], text) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text[], text) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  RETURN @S@.svc__dblink_array('svc_decrypt', 'svc_decrypt_many', data);
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text[]) IS %L', target_schema, $c$Decrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text[]) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text[]) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_health() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  op constant text := 'svc_health';
+  command constant text := 'svc_health';
+  result jsonb;
+  st text;
+  msg text;
+  det text;
+  hnt text;
+BEGIN
+  FOR attempt IN 1..2 LOOP
+    PERFORM @S@.svc__dblink_send(op, command);
+    BEGIN
+      SELECT pg_catalog.jsonb_build_object('status', t.status, 'service', t.service, 'version', t.version) INTO result
+        FROM @D@.dblink_get_result('svc_engine') AS t(status text, service text, version text);
+      PERFORM FROM @D@.dblink_get_result('svc_engine') AS t(data text);
+      EXIT;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
+  END LOOP;
+  RETURN result;
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_health() IS %L', target_schema, $c$The engine's GET /api/health answer; raises SV002 when the engine cannot be reached.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_health() FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_health() TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_engine_info() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  op constant text := 'svc_engine_info';
+  command constant text := 'svc_info';
+  server jsonb;
+  result jsonb;
+  st text;
+  msg text;
+  det text;
+  hnt text;
+BEGIN
+  -- Only the address options: a dblink_fdw server cannot hold a password (those live in user mappings).
+  SELECT pg_catalog.jsonb_object_agg(o.option_name, o.option_value) INTO server
+    FROM pg_catalog.pg_foreign_server s, pg_catalog.pg_options_to_table(s.srvoptions) AS o
+   WHERE s.srvname = 'svc_engine' AND o.option_name IN ('host', 'hostaddr', 'port', 'dbname', 'sslmode', 'connect_timeout');
+  
+  FOR attempt IN 1..2 LOOP
+    PERFORM @S@.svc__dblink_send(op, command);
+    BEGIN
+      SELECT pg_catalog.jsonb_build_object('engineVersion', t.engine_version, 'runtimeVersion', t.runtime_version,
+                  'policyCount', t.policy_count, 'keyCount', t.key_count, 'configured', t.configured) INTO result
+        FROM @D@.dblink_get_result('svc_engine') AS t(engine_version text, runtime_version text, policy_count integer, key_count integer, configured boolean);
+      PERFORM FROM @D@.dblink_get_result('svc_engine') AS t(data text);
+      EXIT;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
+  END LOOP;
+  RETURN pg_catalog.jsonb_build_object(
+    'engineServer', 'svc_engine',
+    'engineAddress', coalesce(server, '{}'::jsonb),
+    'bridge', 'dblink',
+    'timeoutMs', @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000),
+    'batchSize', @S@.svc__dblink_setting('svc.batch_size', 1000, 10000),
+    'health', @S@.svc_health(),
+    'runtime', result);
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_engine_info() IS %L', target_schema, $c$The bridge settings in effect, the engine health and, when readable, its runtime info.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_engine_info() FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_engine_info() TO svc_user', target_schema);
+    FOR dblink_function IN
+      SELECT p.oid::regprocedure FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+        JOIN pg_catalog.pg_proc p ON p.oid = d.objid
+       WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass AND e.extname = 'dblink'
+         AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e' AND p.proname <> 'dblink_connect_u'
+    LOOP
+      EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', dblink_function);
+    END LOOP;
+  ELSE
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_setting(text, integer, integer)', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_connect(text)', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_failed(text, text, text, text, text, integer, integer, integer)', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_array(text, text, text[])', target_schema);
   py_prelude := replace($py$b = GD.get('svc_bridge:42ed69169b67')
 if b is None:
     import base64, types
@@ -599,8 +959,6 @@ return b.encryptByName(cfg, data, policy_name, policy_version);$js$ END);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_engine_info() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__engine_info(ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_engine_info() IS %L', target_schema, $c$The bridge settings in effect, the engine health and, when readable, its runtime info.$c$);
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__raise(text, text, text, text) FROM PUBLIC', target_schema);
-  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__raise(text, text, text, text) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt(text, text, text[]) FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__encrypt(text, text, text[]) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt_by_name(text, text, integer, text[]) FROM PUBLIC', target_schema);
@@ -631,6 +989,7 @@ return b.encryptByName(cfg, data, policy_name, policy_version);$js$ END);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_health() TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_engine_info() FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_engine_info() TO svc_user', target_schema);
+  END IF;
 END
 $svc_install$;
 

@@ -74,7 +74,8 @@ export const MAX_EQUALITY_TERMS = 16;
 
 const DETERMINISTIC: ReadonlySet<Algorithm> = new Set<Algorithm>(['AES-256-SIV']);
 
-const utf8 = new TextDecoder('utf-8', { fatal: true });
+// ignoreBOM: a plaintext may begin with U+FEFF, and it is data; the default decoder would drop it.
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 // Sealed bytes only live until they are base64-encoded, synchronously: one reusable buffer saves an
 // allocation per item on the hot path. It only ever holds ciphertext, never plaintext or keys.

@@ -4,6 +4,7 @@
 // named in `svc.bridge`, else the one an earlier install used, else PL/Python, else plv8 with `http` —
 // and creates the functions in the schema named by `svc.install_schema` (default public), or, inside
 // CREATE EXTENSION, in the extension's schema.
+import { DBLINK_INTERNALS, dblinkInstall, dblinkUninstall } from './dblink-bridge.js';
 import { CFG_SQL, CIPHERTEXT_PATTERN, FUNCTIONS, IMPLS, PROCEDURES, ROLE } from './sql-surface.js';
 
 export type InstallMode = 'migration' | 'extension';
@@ -49,6 +50,10 @@ function chooseSchemaAndBridge(mode: InstallMode): string {
                           OR NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'http')) THEN
     RAISE EXCEPTION 'svc_bridge: the plv8 bridge needs the plv8 and http extensions installed in this database'
       USING ERRCODE = 'SV003', HINT = 'Run CREATE EXTENSION plv8; CREATE EXTENSION http; first.';
+  END IF;
+  IF bridge = 'dblink' AND NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'dblink') THEN
+    RAISE EXCEPTION 'svc_bridge: the dblink bridge needs the dblink extension installed in this database'
+      USING ERRCODE = 'SV003', HINT = 'Run CREATE EXTENSION dblink; first.';
   END IF;`
       : `  IF bridge = 'plpython3u' AND NOT ${has('plpython3u')} THEN
     RAISE EXCEPTION 'svc bridge: plpython3u is not available on this server' USING ERRCODE = 'SV003',
@@ -58,8 +63,14 @@ function chooseSchemaAndBridge(mode: InstallMode): string {
     RAISE EXCEPTION 'svc bridge: the plv8 bridge needs the plv8 and http extensions, and this server lacks them' USING ERRCODE = 'SV003',
       HINT = 'Install plv8 and pgsql-http (see docker/postgres.Dockerfile), or choose plpython3u.';
   END IF;
+  IF bridge = 'dblink' AND NOT ${has('dblink')} THEN
+    RAISE EXCEPTION 'svc bridge: the dblink bridge needs the dblink extension, and this server lacks it' USING ERRCODE = 'SV003',
+      HINT = 'dblink ships with PostgreSQL (Debian: postgresql-<version>; elsewhere the contrib package).';
+  END IF;
   IF bridge = 'plpython3u' THEN
     CREATE EXTENSION IF NOT EXISTS plpython3u;
+  ELSIF bridge = 'dblink' THEN
+    CREATE EXTENSION IF NOT EXISTS dblink;
   ELSE
     CREATE EXTENSION IF NOT EXISTS plv8;
     CREATE EXTENSION IF NOT EXISTS http;
@@ -72,6 +83,8 @@ function chooseSchemaAndBridge(mode: InstallMode): string {
   http_schema text;
   py_prelude text;
   js_prelude text;
+  dblink_schema text;
+  dblink_function regprocedure;
 BEGIN
   SELECT l.lanname INTO previous
     FROM pg_catalog.pg_proc p
@@ -79,16 +92,20 @@ BEGIN
    WHERE p.proname = 'svc__encrypt' AND p.pronamespace = to_regnamespace(target_schema)
      AND l.lanname IN ('plpython3u', 'plv8')
    LIMIT 1;
-  IF requested IS NOT NULL AND requested NOT IN ('plpython3u', 'plv8') THEN
-    RAISE EXCEPTION 'svc.bridge must be plpython3u or plv8, got "%"', requested USING ERRCODE = 'SV003';
+  IF previous IS NULL AND to_regprocedure(format('%I.svc__dblink_one(text, text)', target_schema)) IS NOT NULL THEN
+    previous := 'dblink';
+  END IF;
+  IF requested IS NOT NULL AND requested NOT IN ('plpython3u', 'plv8', 'dblink') THEN
+    RAISE EXCEPTION 'svc.bridge must be plpython3u, plv8 or dblink, got "%"', requested USING ERRCODE = 'SV003';
   END IF;
   bridge := coalesce(requested, previous, CASE
     WHEN ${has('plpython3u')} THEN 'plpython3u'
     WHEN ${has('plv8')} AND ${mode === 'extension' ? "EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'http')" : has('http')} THEN 'plv8'
+    WHEN ${mode === 'extension' ? "EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'dblink')" : has('dblink')} THEN 'dblink'
   END);
   IF bridge IS NULL THEN
-    RAISE EXCEPTION 'svc bridge: this database offers neither plpython3u nor plv8 with the http extension'
-      USING ERRCODE = 'SV003', HINT = 'Install postgresql-plpython3-<version> (Debian) or plv8 and pgsql-http, then apply again.';
+    RAISE EXCEPTION 'svc bridge: this database offers neither plpython3u, nor plv8 with the http extension, nor dblink'
+      USING ERRCODE = 'SV003', HINT = 'Install postgresql-plpython3-<version> (Debian) or plv8 and pgsql-http, or make dblink available, then apply again.';
   END IF;
 ${ensureLanguage}
   IF bridge = 'plv8' THEN
@@ -186,13 +203,19 @@ export function bridgeBlock(mode: InstallMode, sources: BridgeSources): string {
 ${chooseSchemaAndBridge(mode)}
 ${roleAndSchema(mode)}
   EXECUTE format(${dollarQuote(RAISE_HELPER, 'f')}, target_schema);
+${grants([helper])}
+  IF bridge = 'dblink' THEN
+${dblinkInstall(dollarQuote)}
+  ELSE
+${DBLINK_INTERNALS.map((f) => `    EXECUTE format('DROP FUNCTION IF EXISTS %I.${f.name}(${f.identity})', target_schema);`).join('\n')}
   py_prelude := replace(${dollarQuote(pythonPrelude(sources), 'py')}, '@MODULE_B64@',
     translate(encode(convert_to(${dollarQuote(sources.python, 'svc_python_module')}, 'UTF8'), 'base64'), E'\\n', ''));
   js_prelude := replace(replace(${dollarQuote(javascriptPrelude(sources), 'js')},
     '@SCHEMA_JSON@', to_json(quote_ident(target_schema))::text),
     '@HTTP_JSON@', coalesce(to_json(http_schema)::text, 'null'));
 ${createFunctions()}
-${grants([helper, ...[...IMPLS, ...FUNCTIONS].map((f) => ({ kind: 'FUNCTION' as const, name: f.name, identity: f.identity }))])}
+${grants([...IMPLS, ...FUNCTIONS].map((f) => ({ kind: 'FUNCTION' as const, name: f.name, identity: f.identity })))}
+  END IF;
 END
 `,
     'svc_install',
@@ -305,6 +328,7 @@ export function uninstallBlock(): string {
     ...PROCEDURES.map((p) => `PROCEDURE %1$I.${p.name}(${p.identity})`),
     ...FUNCTIONS.map((f) => `FUNCTION %1$I.${f.name}(${f.identity})`),
     ...IMPLS.map((f) => `FUNCTION %1$I.${f.name}(${f.identity})`),
+    ...DBLINK_INTERNALS.map((f) => `FUNCTION %1$I.${f.name}(${f.identity})`),
     'FUNCTION %1$I.svc__raise(text, text, text, text)',
   ]
     .map(
@@ -316,10 +340,12 @@ export function uninstallBlock(): string {
     `
 DECLARE
   target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');
+  dblink_function regprocedure;
 BEGIN
   IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'svc_bridge') THEN
     RAISE EXCEPTION 'svc bridge: installed as an extension here; use DROP EXTENSION svc_bridge' USING ERRCODE = 'SV003';
   END IF;
+${dblinkUninstall()}
 ${drops}
   IF target_schema <> 'public' AND to_regnamespace(target_schema) IS NOT NULL THEN
     EXECUTE format('REVOKE USAGE ON SCHEMA %I FROM ${ROLE}', target_schema);

@@ -1,0 +1,430 @@
+// The dblink bridge end to end: a real PostgreSQL 15 with the committed migrations applied with
+// svc.bridge = 'dblink', a foreign server and a user mapping made by the DBA, and the engine as a real
+// process serving its PostgreSQL wire endpoint. Everything the application does runs as an ordinary
+// role (NOSUPERUSER, granted svc_user), including the attempts to send values to another address, which
+// a TCP listener proves never arrive.
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import fc from 'fast-check';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { type RunningEngine, startEngine } from '../src/engine-process.js';
+import { clientBinDir, createDatabase, dropDatabase, freePort, withClient } from '../src/postgres-harness.js';
+import { applyMigrations, migrationPaths, runTool, uninstall } from '../src/sql-install.js';
+import { POLICIES, POLICY_NAME, testBootstrap } from '../src/test-policies.js';
+
+const adminUrl = inject('databaseUrl');
+const DB = 'svc_dblink_it';
+const INSTALL_DB = 'svc_dblink_install_it';
+const APP = 'svc_dblink_it_app';
+const APP_PASSWORD = 'app-password-7';
+const ENGINE_PASSWORD = 'dblink-it-engine-password';
+const CIPHERTEXT = /^hub:[A-Za-z0-9_.-]{1,128}:[A-Za-z0-9_-]+$/;
+
+let engine: RunningEngine;
+let url: string;
+let appUrl: string;
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- result rows are whatever the SQL selects; the assertions check them.
+type Row = Record<string, any>;
+
+function asApp<T>(use: (c: pg.Client) => Promise<T>): Promise<T> {
+  return withClient(appUrl, use);
+}
+
+function asAdmin<T>(use: (c: pg.Client) => Promise<T>): Promise<T> {
+  return withClient(url, use);
+}
+
+async function failure(promise: Promise<unknown>): Promise<pg.DatabaseError> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as pg.DatabaseError;
+  }
+  throw new Error('the statement was expected to fail');
+}
+
+/**
+ * Restarts the engine and waits for its wire endpoint: the engine answers GET /api/health (what the
+ * process harness waits for) a moment before the wire listener is up.
+ */
+async function restartEngine(): Promise<void> {
+  await engine.restart();
+  for (let attempt = 0; ; attempt += 1) {
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = connect(engine.pgPort as number, '127.0.0.1');
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('error', () => resolve(false));
+    });
+    if (open) return;
+    if (attempt > 200) throw new Error('the engine wire endpoint did not come up');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** A TCP proxy to the engine's wire endpoint that can stop forwarding (an engine that hangs). */
+async function startStallingProxy(target: number): Promise<{ port: number; stall: (on: boolean) => void; close: () => Promise<void> }> {
+  let stalled = false;
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(target, '127.0.0.1');
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      s.on('error', () => s.destroy());
+    }
+    client.on('data', (chunk) => {
+      if (!stalled) upstream.write(chunk);
+    });
+    upstream.on('data', (chunk) => client.write(chunk));
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as { port: number }).port,
+    stall: (on) => {
+      stalled = on;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** A TCP listener standing in for an attacker's server: it records every connection and byte. */
+async function startTrap(): Promise<{ port: number; connections: () => number; bytes: () => number; close: () => Promise<void> }> {
+  let connections = 0;
+  let bytes = 0;
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((socket) => {
+    connections += 1;
+    sockets.add(socket);
+    socket.on('data', (chunk) => {
+      bytes += chunk.length;
+    });
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  return {
+    port,
+    connections: () => connections,
+    bytes: () => bytes,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+beforeAll(async () => {
+  const pgPort = await freePort();
+  engine = await startEngine({
+    bootstrap: testBootstrap(),
+    env: { SVC_PG_PORT: String(pgPort), SVC_PG_USER: 'svc', SVC_PG_PASSWORD: ENGINE_PASSWORD },
+  });
+  url = await createDatabase(adminUrl, DB);
+  await applyMigrations(url, { 'svc.bridge': 'dblink' });
+  await asAdmin(async (c) => {
+    // What the DBA does once (docs/sql.md): the engine's address and the credentials.
+    await c.query(`CREATE SERVER svc_engine FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '127.0.0.1', port '${pgPort}', dbname 'svc')`);
+    await c.query(`CREATE USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (user 'svc', password '${ENGINE_PASSWORD}')`);
+    await c.query(`DROP ROLE IF EXISTS ${APP}`);
+    await c.query(`CREATE ROLE ${APP} LOGIN NOSUPERUSER PASSWORD '${APP_PASSWORD}'`);
+    await c.query(`GRANT svc_user TO ${APP}`);
+    await c.query('CREATE TABLE customers (id int PRIMARY KEY, email text)');
+    await c.query(`GRANT ALL ON customers TO ${APP}`);
+    await c.query('CREATE TABLE audit_copy (v text)');
+    await c.query(`GRANT ALL ON audit_copy TO ${APP}`);
+  });
+  const asRole = new URL(url);
+  asRole.username = APP;
+  asRole.password = APP_PASSWORD;
+  appUrl = asRole.toString();
+});
+
+afterAll(async () => {
+  await engine?.dispose();
+  await dropDatabase(adminUrl, DB);
+  await dropDatabase(adminUrl, INSTALL_DB);
+  await withClient(adminUrl, (c) => c.query(`DROP ROLE IF EXISTS ${APP}`)).catch(() => {});
+});
+
+describe('install', () => {
+  it('applies with psql -f and svc.bridge = dblink, re-applies without change, and uninstalls to the original schema', async () => {
+    const binDir = await clientBinDir(adminUrl);
+    const db = await createDatabase(adminUrl, INSTALL_DB);
+    await withClient(db, (c) => c.query('CREATE EXTENSION dblink'));
+    const dump = async () =>
+      (await runTool(binDir, 'pg_dump', ['--schema-only', '--no-owner', '-d', db])).replace(/^\\(un)?restrict .*$/gm, '');
+    const before = await dump();
+    for (const path of migrationPaths()) {
+      await runTool(binDir, 'psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', db, '-f', path], { PGOPTIONS: '-c svc.bridge=dblink' });
+    }
+    const installed = await dump();
+    expect(installed).toContain('CREATE FUNCTION public.svc_encrypt(data text, policy_code text) RETURNS text');
+    expect(installed).toContain('SECURITY DEFINER');
+    expect(installed).toContain('REVOKE ALL ON FUNCTION public.dblink_connect(text, text) FROM PUBLIC');
+    expect(installed).not.toContain('svc__encrypt(');
+    // Without svc.bridge, a re-apply keeps the bridge already installed.
+    await applyMigrations(db);
+    expect(await dump()).toBe(installed);
+    await uninstall(db);
+    expect(await dump()).toBe(before);
+  });
+});
+
+describe('the dblink bridge as an ordinary role', () => {
+  it('is installed in PL/pgSQL over dblink, needing no untrusted language', async () => {
+    const rows = await asAdmin(async (c) =>
+      (
+        await c.query<Row>(`SELECT p.oid::regprocedure::text AS f, l.lanname, p.prosecdef
+                              FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+                             WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'svc%' ORDER BY 1`)
+      ).rows,
+    );
+    expect(rows.map((r) => r.lanname).filter((l) => !['plpgsql', 'sql'].includes(l))).toEqual([]);
+    expect(rows.find((r) => r.f === 'svc_encrypt(text,text)')?.prosecdef).toBe(true);
+    expect(await asAdmin(async (c) => (await c.query("SELECT count(*)::int AS n FROM pg_extension WHERE extname LIKE 'plpython%' OR extname = 'plv8'")).rows[0].n)).toBe(0);
+  });
+
+  it('round-trips scalars by code and by name, NULL and the empty string', async () => {
+    await asApp(async (c) => {
+      expect((await c.query('SELECT rolsuper FROM pg_roles WHERE rolname = current_user')).rows[0].rolsuper).toBe(false);
+      const row = (
+        await c.query<Row>(
+          `SELECT svc_encrypt('alice@example.com', $1) AS gcm1, svc_encrypt('alice@example.com', $1) AS gcm2,
+                  svc_encrypt('alice@example.com', $2) AS siv1, svc_encrypt('alice@example.com', $2) AS siv2,
+                  svc_encrypt_by_name('555-0100', $3) AS latest, svc_encrypt_by_name('555-0100', $3, 1) AS v1,
+                  svc_encrypt('555-0100', $3, NULL) AS alias, svc_encrypt(NULL, $1) AS n1, svc_decrypt(NULL::text) AS n2,
+                  svc_encrypt_by_name(NULL, $3) AS n3, svc_decrypt(svc_encrypt('', $1)) AS empty`,
+          [POLICIES.random, POLICIES.deterministic, POLICY_NAME],
+        )
+      ).rows[0] as Row;
+      expect(row.gcm1).toMatch(new RegExp(`^hub:${POLICIES.random}:`));
+      expect(row.gcm1).not.toBe(row.gcm2);
+      expect(row.siv1).toBe(row.siv2);
+      expect(row.latest).toMatch(new RegExp(`^hub:${POLICIES.namedV2}:`));
+      expect(row.v1).toMatch(new RegExp(`^hub:${POLICIES.namedV1}:`));
+      expect(row.alias).toMatch(new RegExp(`^hub:${POLICIES.namedV2}:`));
+      expect([row.n1, row.n2, row.n3, row.empty]).toEqual([null, null, null, '']);
+      const back = (await c.query<Row>('SELECT svc_decrypt($1) AS a, svc_decrypt($2) AS b, svc_decrypt($3) AS c', [row.gcm1, row.siv1, row.v1])).rows[0];
+      expect(back).toEqual({ a: 'alice@example.com', b: 'alice@example.com', c: '555-0100' });
+      // One connection for the session, named after the foreign server.
+      const health = (await c.query<Row>('SELECT svc_health() AS h')).rows[0]?.h;
+      expect(health.status).toBe('UP');
+      const info = (await c.query<Row>('SELECT svc_engine_info() AS i')).rows[0]?.i;
+      expect(info).toMatchObject({ bridge: 'dblink', engineServer: 'svc_engine', engineAddress: { host: '127.0.0.1' }, timeoutMs: 5000, batchSize: 1000 });
+      expect(info.runtime).toMatchObject({ configured: true, runtimeVersion: 'integration-tests' });
+      expect(JSON.stringify(info)).not.toContain(ENGINE_PASSWORD);
+    });
+  });
+
+  it('raises the engine errors with the bridge SQLSTATEs', async () => {
+    await asApp(async (c) => {
+      const unknown = await failure(c.query("SELECT svc_encrypt('x', 'NO_SUCH_POLICY')"));
+      expect(unknown.code).toBe('SV001');
+      expect(unknown.message).toBe('svc_encrypt: policy not found: NO_SUCH_POLICY');
+      const tampered = await failure(c.query("SELECT svc_decrypt('hub:PII_EMAIL:AAAA')"));
+      expect(tampered.code).toBe('SV001');
+      expect(tampered.message).toMatch(/^svc_decrypt: /);
+      // The session's connection is still usable after an error.
+      expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', ['ok', POLICIES.random])).rows[0]?.v).toBe('ok');
+      const badSetting = await failure(c.query("SET svc.timeout_ms = 'soon'; SELECT svc_encrypt('x', 'PII_EMAIL')"));
+      expect(badSetting.code).toBe('SV003');
+      expect(badSetting.message).toContain('svc.timeout_ms');
+    });
+  });
+
+  it('sends arrays in chunks of svc.batch_size, keeping order and NULL elements', async () => {
+    await asApp(async (c) => {
+      await c.query("SET svc.batch_size = '3'");
+      const values = ['a', null, 'b', '', 'c', 'd', null, 'e', 'f', 'g'];
+      const enc = (await c.query<Row>('SELECT svc_encrypt($1::text[], $2) AS v', [values, POLICIES.random])).rows[0]?.v as (string | null)[];
+      expect(enc.map((v) => (v === null ? null : CIPHERTEXT.test(v)))).toEqual(values.map((v) => (v === null ? null : true)));
+      const dec = (await c.query<Row>('SELECT svc_decrypt($1::text[]) AS v', [enc])).rows[0]?.v;
+      expect(dec).toEqual(values);
+      expect((await c.query<Row>("SELECT svc_encrypt('{}'::text[], 'PII_EMAIL') AS v")).rows[0]?.v).toEqual([]);
+      // One bad element fails the whole call; DETAIL counts over the whole array.
+      const bad = await failure(c.query('SELECT svc_decrypt($1::text[])', [[enc[0], enc[2], enc[3], enc[4], 'not a ciphertext']]));
+      expect(bad.code).toBe('SV001');
+      expect(bad.detail).toBe('item 5 of 5');
+    });
+  });
+
+  it('encrypts and decrypts a column in place with the bulk procedures', async () => {
+    await asApp(async (c) => {
+      await c.query('TRUNCATE customers');
+      await c.query("INSERT INTO customers SELECT i, 'user' || i || '@example.com' FROM generate_series(1, 2500) i");
+      await c.query("CALL svc_encrypt_column('customers', 'email', $1, 1000)", [POLICIES.random]);
+      const counts = (await c.query<Row>('SELECT count(*) FILTER (WHERE email ~ \'^hub:PII_EMAIL:\')::int AS enc, count(*)::int AS n FROM customers')).rows[0];
+      expect(counts).toEqual({ enc: 2500, n: 2500 });
+      await c.query("CALL svc_decrypt_column('customers', 'email')");
+      const wrong = (await c.query<Row>("SELECT count(*)::int AS n FROM customers WHERE email <> 'user' || id || '@example.com'")).rows[0];
+      expect(wrong?.n).toBe(0);
+    });
+  });
+
+  it('round-trips any text: quotes, backslashes, $$, semicolons, Unicode (fuzzed)', async () => {
+    await asApp(async (c) => {
+      const text = fc.string({ unit: 'binary', maxLength: 60 }).map((s) => s.replace(/\u0000/g, '').replace(/[\uD800-\uDFFF]/g, 'x'));
+      const tricky = fc.constantFrom("'", "''", '\\', '$$', '$svc$', ';', ' ', '-', '=', '\n', '\r\n', '\t', '--', '/*', 'é', '🎉', '\u202e', '\uFEFF');
+      const value = fc.array(fc.oneof(text, tricky), { maxLength: 6 }).map((parts) => parts.join(''));
+      await fc.assert(
+        fc.asyncProperty(value, fc.array(fc.option(value, { nil: null }), { maxLength: 8 }), async (one, many) => {
+          const row = (
+            await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $3)) AS one, svc_decrypt(svc_encrypt($2::text[], $3)) AS many', [
+              one,
+              many,
+              POLICIES.random,
+            ])
+          ).rows[0];
+          expect(row?.one).toBe(one);
+          expect(row?.many).toEqual(many);
+        }),
+        { numRuns: 150 },
+      );
+    });
+  });
+});
+
+describe('failures', () => {
+  it('reconnects once when the engine restarted in mid-session', async () => {
+    await asApp(async (c) => {
+      const before = (await c.query<Row>('SELECT svc_encrypt($1, $2) AS v', ['before', POLICIES.random])).rows[0]?.v;
+      await restartEngine();
+      const after = (await c.query<Row>('SELECT svc_decrypt($1) AS a, svc_decrypt(svc_encrypt($2, $3)) AS b', [before, 'after', POLICIES.random])).rows[0];
+      expect(after).toEqual({ a: 'before', b: 'after' });
+    });
+  });
+
+  it('fails with SV002 when the engine is down, and the statement writes nothing', async () => {
+    await asApp(async (c) => {
+      await c.query('TRUNCATE audit_copy');
+      expect((await c.query<Row>('SELECT svc_encrypt($1, $2) AS v', ['warm', POLICIES.random])).rows[0]?.v).toMatch(CIPHERTEXT);
+      await engine.stop();
+      try {
+        // statement_timeout far above svc.timeout_ms: the bridge must give up first, with its own error.
+        await c.query("SET svc.timeout_ms = '3000'; SET statement_timeout = '60s'");
+        const down = await failure(c.query("INSERT INTO audit_copy SELECT svc_encrypt('v' || i, 'PII_EMAIL') FROM generate_series(1, 50) i"));
+        expect(down.code).toBe('SV002');
+        expect(down.message).toBe('svc_encrypt: engine at foreign server svc_engine is unreachable');
+        const downArray = await failure(c.query("SELECT svc_encrypt(ARRAY['a', 'b'], 'PII_EMAIL')"));
+        expect(downArray.code).toBe('SV002');
+        expect((await c.query<Row>('SELECT count(*)::int AS n FROM audit_copy')).rows[0]?.n).toBe(0);
+      } finally {
+        await restartEngine();
+      }
+      // The same session works again once the engine is back.
+      expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', ['back', POLICIES.random])).rows[0]?.v).toBe('back');
+    });
+  });
+
+  it('gives up after svc.timeout_ms when the engine hangs, and a statement_timeout ends the wait', async () => {
+    const proxy = await startStallingProxy(engine.pgPort as number);
+    await asAdmin((c) => c.query(`ALTER SERVER svc_engine OPTIONS (SET port '${proxy.port}', ADD connect_timeout '2')`));
+    try {
+      await asApp(async (c) => {
+        await c.query('TRUNCATE audit_copy');
+        const warm = async (value: string) =>
+          expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', [value, POLICIES.random])).rows[0]?.v).toBe(value);
+        await warm('warm');
+        proxy.stall(true);
+        await c.query("SET svc.timeout_ms = '500'; SET statement_timeout = '60s'");
+        const hung = await failure(c.query("INSERT INTO audit_copy SELECT svc_encrypt('v' || i, 'PII_EMAIL') FROM generate_series(1, 5) i"));
+        expect(hung.code).toBe('SV002');
+        expect(hung.message).toBe('svc_encrypt: engine at foreign server svc_engine did not answer within svc.timeout_ms (500 ms)');
+        proxy.stall(false);
+        // The abandoned connection is not reused: the next call gets a fresh one and its own answer.
+        await warm('after a timeout');
+
+        proxy.stall(true);
+        await c.query("SET svc.timeout_ms = '60000'; SET statement_timeout = '300ms'");
+        const cancelled = await failure(c.query("SELECT svc_encrypt('v', 'PII_EMAIL')"));
+        expect(cancelled.code).toBe('57014');
+        proxy.stall(false);
+        await c.query('RESET statement_timeout');
+        await warm('after a cancel');
+        expect((await c.query<Row>('SELECT count(*)::int AS n FROM audit_copy')).rows[0]?.n).toBe(0);
+      });
+    } finally {
+      proxy.stall(false);
+      await asAdmin((c) => c.query(`ALTER SERVER svc_engine OPTIONS (SET port '${engine.pgPort}', DROP connect_timeout)`));
+      await proxy.close();
+    }
+  });
+
+  it('refuses a wrong password in the user mapping with a clear error', async () => {
+    await asAdmin((c) => c.query("ALTER USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (SET password 'wrong-password')"));
+    try {
+      const error = await asApp((c) => failure(c.query("SELECT svc_encrypt('x', 'PII_EMAIL')")));
+      expect(error.code).toBe('SV003');
+      expect(error.message).toBe('svc_encrypt: the engine refused the credentials of the user mapping for server svc_engine');
+      expect(error.detail).toContain('password authentication failed for user "svc"');
+      expect(`${error.message} ${error.detail} ${error.hint}`).not.toContain('wrong-password');
+    } finally {
+      await asAdmin((c) => c.query(`ALTER USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (SET password '${ENGINE_PASSWORD}')`));
+    }
+  });
+});
+
+describe('the engine address belongs to the DBA', () => {
+  it('an ordinary role cannot make the database send values anywhere else', async () => {
+    const trap = await startTrap();
+    const elsewhere = `host=127.0.0.1 port=${trap.port} dbname=x user=x password=x connect_timeout=2`;
+    try {
+      await asApp(async (c) => {
+        // Settings: the dblink bridge reads no address from them.
+        await c.query(`SET svc.engine_url = 'http://127.0.0.1:${trap.port}'`);
+        expect((await c.query<Row>("SELECT svc_encrypt('secret-1', 'PII_EMAIL') AS v")).rows[0]?.v).toMatch(CIPHERTEXT);
+        // PostgreSQL 15 refuses ALTER ROLE … SET of an extension's setting to a non-superuser; were it allowed,
+        // the next session below would still reach only the engine.
+        await c.query(`ALTER ROLE ${APP} SET svc.engine_url = 'http://127.0.0.1:${trap.port}'`).catch((e: pg.DatabaseError) => {
+          expect(e.code).toBe('42501');
+        });
+      });
+      await asApp(async (c) => {
+        expect((await c.query<Row>("SELECT svc_encrypt('secret-2', 'PII_EMAIL') AS v")).rows[0]?.v).toMatch(CIPHERTEXT);
+        // Taking over the bridge's connection name: dblink's functions are not PUBLIC any more.
+        for (const statement of [
+          'SELECT dblink_disconnect(\'svc_engine\')',
+          `SELECT dblink_connect('svc_engine', '${elsewhere}')`,
+          `SELECT dblink_connect_u('svc_engine', '${elsewhere}')`,
+          'SELECT * FROM dblink(\'svc_engine\', \'svc_health\') AS t(a text, b text, c text)',
+        ]) {
+          const denied = await failure(c.query(statement));
+          expect(denied.code, statement).toBe('42501');
+        }
+        // The internal functions: not executable, and none takes an address.
+        for (const statement of [
+          'SELECT svc__dblink_one(\'svc_encrypt\', \'svc_health\')',
+          'SELECT svc__dblink_send(\'svc_encrypt\', \'svc_health\')',
+          'SELECT svc__dblink_connect(\'svc_encrypt\')',
+        ]) {
+          expect((await failure(c.query(statement))).code, statement).toBe('42501');
+        }
+        const http = await failure(c.query(`SELECT svc__encrypt('secret-3', 'PII_EMAIL', ARRAY['http://127.0.0.1:${trap.port}', '5000', '1000', NULL])`));
+        expect(http.code).toBe('42883');
+        // Another server or a user mapping of its own: no privilege on the wrapper or the server.
+        expect((await failure(c.query(`CREATE SERVER evil FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '127.0.0.1', port '${trap.port}')`))).code).toBe('42501');
+        expect((await failure(c.query('CREATE USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (user \'x\', password \'x\')'))).code).toBe('42501');
+        // Shadowing catalog names with temporary objects changes nothing (pinned search_path).
+        await c.query('CREATE TEMP TABLE pg_foreign_server (srvname name, srvoptions text[])');
+        await c.query(`INSERT INTO pg_temp.pg_foreign_server VALUES ('svc_engine', ARRAY['host=127.0.0.1', 'port=${trap.port}'])`);
+        expect((await c.query<Row>("SELECT svc_decrypt(svc_encrypt('secret-4', 'PII_EMAIL')) AS v")).rows[0]?.v).toBe('secret-4');
+      });
+    } finally {
+      await asAdmin((c) => c.query(`ALTER ROLE ${APP} RESET svc.engine_url`));
+      await trap.close();
+    }
+    expect(trap.connections()).toBe(0);
+    expect(trap.bytes()).toBe(0);
+  });
+});

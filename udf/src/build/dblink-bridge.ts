@@ -1,0 +1,385 @@
+// The dblink bridge (svc.bridge = 'dblink', docs/sql.md): the same public functions as the PL/Python and
+// plv8 bridges, written in PL/pgSQL over the dblink extension and the engine's PostgreSQL wire endpoint
+// (docs/pgwire.md). It needs nothing a managed service withholds: dblink and PL/pgSQL.
+//
+// The engine address is the DBA's: it is the foreign server SERVER_NAME (host, port, dbname) and the
+// credentials are a user mapping for the role that owns these functions. The public functions are
+// SECURITY DEFINER with a pinned search_path, so an application role needs neither the server nor dblink:
+// the install revokes dblink's functions from PUBLIC, because a role that may call them could open its own
+// connection under the bridge's connection name and have the values sent there. Nothing reads an address
+// from a setting or takes one as an argument.
+import { FUNCTIONS, IMPLS, ROLE } from './sql-surface.js';
+
+/** The foreign server that holds the engine's address (one documented place, docs/sql.md §2). */
+export const SERVER_NAME = 'svc_engine';
+/** The dblink connection the bridge keeps open per session. */
+export const CONNECTION_NAME = 'svc_engine';
+/** Largest command text one round trip sends (the engine's default message limit is 32 MiB). */
+export const MAX_COMMAND_CHARS = 8 * 1024 * 1024;
+/** How long the wait for an answer polls without sleeping, in milliseconds. */
+const SPIN_MS = 0.5;
+
+/** The internal functions (never executable by PUBLIC or svc_user), for the grants and the uninstall. */
+export const DBLINK_INTERNALS: ReadonlyArray<{ name: string; identity: string }> = [
+  { name: 'svc__dblink_setting', identity: 'text, integer, integer' },
+  { name: 'svc__dblink_connect', identity: 'text' },
+  { name: 'svc__dblink_send', identity: 'text, text' },
+  { name: 'svc__dblink_failed', identity: 'text, text, text, text, text, integer, integer, integer' },
+  { name: 'svc__dblink_one', identity: 'text, text' },
+  { name: 'svc__dblink_many', identity: 'text, text, integer, integer' },
+  { name: 'svc__dblink_array', identity: 'text, text, text[]' },
+];
+
+/** A text value as one command argument: base64 of its UTF-8 bytes, `-` for the empty string. */
+const b64 = (expr: string) => `coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(${expr}, 'UTF8'), 'base64'), ''), '-')`;
+
+// In the bodies below @S@ is the bridge's schema and @D@ dblink's, both quoted at install time.
+const C = `'${CONNECTION_NAME}'`;
+
+/**
+ * One round trip with one reconnect: send, wait, fetch with `fetch` (which assigns the answer), drain the
+ * connection; a broken connection is dropped and the command sent once more on a new one. Errors from the
+ * engine are raised again with their SQLSTATE, message, detail and hint.
+ */
+function roundTrip(fetch: string, offset = '0', total = '1'): string {
+  return `
+  FOR attempt IN 1..2 LOOP
+    PERFORM @S@.svc__dblink_send(op, command);
+    BEGIN
+      ${fetch}
+      PERFORM FROM @D@.dblink_get_result(${C}) AS t(data text);
+      EXIT;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, ${offset}, ${total});
+  END LOOP;`;
+}
+
+const ROUND_TRIP_DECLARE = `
+  st text;
+  msg text;
+  det text;
+  hnt text;`;
+
+const INTERNAL_BODIES: Record<string, { args: string; returns: string; body: string }> = {
+  // A whole-number setting (svc.timeout_ms, svc.batch_size) in [1, max]; SV003 naming it otherwise.
+  svc__dblink_setting: {
+    args: 'name text, fallback integer, max integer',
+    returns: 'integer',
+    body: `
+DECLARE
+  raw text := nullif(pg_catalog.btrim(pg_catalog.current_setting(name, true)), '');
+  n bigint;
+BEGIN
+  IF raw IS NULL THEN RETURN fallback; END IF;
+  IF raw !~ '^[0-9]{1,10}$' THEN
+    RAISE EXCEPTION '% must be a whole number from 1 to %, got "%"', name, max, raw USING ERRCODE = 'SV003';
+  END IF;
+  n := raw::bigint;
+  IF n < 1 OR n > max THEN
+    RAISE EXCEPTION '% must be a whole number from 1 to %, got "%"', name, max, raw USING ERRCODE = 'SV003';
+  END IF;
+  RETURN n::integer;
+END`,
+  },
+  // Opens the bridge's named connection on the foreign server, with the owner's user mapping.
+  svc__dblink_connect: {
+    args: 'op text',
+    returns: 'void',
+    body: `
+DECLARE
+  st text;
+  msg text;
+  det text;
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_foreign_server WHERE srvname = '${SERVER_NAME}') THEN
+    RAISE EXCEPTION '%: the foreign server ${SERVER_NAME} that holds the engine address does not exist', op USING ERRCODE = 'SV003',
+      HINT = 'CREATE SERVER ${SERVER_NAME} FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host ..., port ..., dbname ''svc''), and a user mapping; see docs/sql.md.';
+  END IF;
+  BEGIN
+    PERFORM @D@.dblink_connect(${C}, '${SERVER_NAME}');
+  EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL;
+    IF msg LIKE '%user mapping%' OR det LIKE '%password authentication failed%' OR msg LIKE '%password is required%'
+       OR det LIKE '%password is required%' OR det LIKE '%no password supplied%' THEN
+      RAISE EXCEPTION '%: the engine refused the credentials of the user mapping for server ${SERVER_NAME}', op
+        USING ERRCODE = 'SV003', DETAIL = coalesce(nullif(det, ''), msg),
+        HINT = 'Check the user and password in CREATE USER MAPPING FOR <owner of the svc functions> SERVER ${SERVER_NAME} against SVC_PG_USER / SVC_PG_PASSWORD of the engine.';
+    END IF;
+    RAISE EXCEPTION '%: engine at foreign server ${SERVER_NAME} is unreachable', op
+      USING ERRCODE = 'SV002', DETAIL = coalesce(nullif(det, ''), msg),
+      HINT = 'Check that the engine runs with SVC_PG_PORT set and that the server options (host, port) point at it.';
+  END;
+END`,
+  },
+  // Sends one command on the session's connection (opening it when needed, once more when sending fails)
+  // and waits until the answer is there or svc.timeout_ms passed. The wait polls: tightly for the first
+  // SPIN_MS (an answer takes a few hundred microseconds; a 1 ms sleep would cap a session at 1000 calls/s),
+  // then every millisecond, so a cancel is noticed.
+  svc__dblink_send: {
+    args: 'op text, command text',
+    returns: 'void',
+    body: `
+DECLARE
+  timeout_ms integer := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  started timestamptz;
+  now timestamptz;
+  deadline timestamptz;
+BEGIN
+  IF NOT coalesce(${C} = ANY (@D@.dblink_get_connections()), false) THEN
+    PERFORM @S@.svc__dblink_connect(op);
+  END IF;
+  IF @D@.dblink_send_query(${C}, command) <> 1 THEN
+    -- The connection broke while idle (an engine restart): one new connection.
+    PERFORM @D@.dblink_disconnect(${C});
+    PERFORM @S@.svc__dblink_connect(op);
+    IF @D@.dblink_send_query(${C}, command) <> 1 THEN
+      PERFORM @D@.dblink_disconnect(${C});
+      RAISE EXCEPTION '%: engine at foreign server ${SERVER_NAME} is unreachable', op USING ERRCODE = 'SV002',
+        DETAIL = 'the command could not be sent';
+    END IF;
+  END IF;
+  started := pg_catalog.clock_timestamp();
+  deadline := started + timeout_ms * interval '1 millisecond';
+  WHILE @D@.dblink_is_busy(${C}) = 1 LOOP
+    now := pg_catalog.clock_timestamp();
+    IF now - started > interval '${SPIN_MS} milliseconds' THEN
+      IF now >= deadline THEN
+        -- The answer may still come; closing the connection makes sure it is never read as another's.
+        PERFORM @D@.dblink_disconnect(${C});
+        RAISE EXCEPTION '%: engine at foreign server ${SERVER_NAME} did not answer within svc.timeout_ms (% ms)', op, timeout_ms
+          USING ERRCODE = 'SV002';
+      END IF;
+      PERFORM pg_catalog.pg_sleep(0.001);
+    END IF;
+  END LOOP;
+END`,
+  },
+  // After a failed fetch: a broken connection is dropped (and the caller retries once); an engine error is
+  // raised again as it came, its DETAIL "item i of n" counted over the whole array.
+  svc__dblink_failed: {
+    args: 'op text, st text, msg text, det text, hnt text, attempt integer, item_offset integer, total integer',
+    returns: 'void',
+    body: `
+DECLARE
+  item text[];
+BEGIN
+  IF st LIKE '08%' OR st IN ('57P01', '57P02', '57P03', '57P05') THEN
+    PERFORM @D@.dblink_disconnect(${C}) WHERE ${C} = ANY (@D@.dblink_get_connections());
+    IF attempt = 1 THEN RETURN; END IF;
+    RAISE EXCEPTION '%: engine at foreign server ${SERVER_NAME} is unreachable', op USING ERRCODE = 'SV002', DETAIL = msg;
+  END IF;
+  BEGIN
+    PERFORM FROM @D@.dblink_get_result(${C}, false) AS t(data text);
+  EXCEPTION WHEN OTHERS THEN
+    PERFORM @D@.dblink_disconnect(${C}) WHERE ${C} = ANY (@D@.dblink_get_connections());
+  END;
+  item := pg_catalog.regexp_match(coalesce(det, ''), '^item ([0-9]+) of [0-9]+$');
+  IF item IS NOT NULL THEN
+    det := pg_catalog.format('item %s of %s', item_offset + item[1]::integer, total);
+  ELSIF total > 1 AND st = 'SV001' THEN
+    det := pg_catalog.format('item %s of %s', item_offset + 1, total);
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = coalesce(det, ''), HINT = coalesce(hnt, '');
+END`,
+  },
+  // A command answering one row (data text).
+  svc__dblink_one: {
+    args: 'op text, command text',
+    returns: 'text',
+    body: `
+DECLARE
+  result text;${ROUND_TRIP_DECLARE}
+BEGIN${roundTrip(`SELECT t.data INTO result FROM @D@.dblink_get_result(${C}) AS t(data text);`)}
+  RETURN result;
+END`,
+  },
+  // A *_many command answering rows (i int4, data text): the values in argument order.
+  svc__dblink_many: {
+    args: 'op text, command text, item_offset integer, total integer',
+    returns: 'text[]',
+    body: `
+DECLARE
+  result text[];${ROUND_TRIP_DECLARE}
+BEGIN${roundTrip(`SELECT pg_catalog.array_agg(t.data ORDER BY t.i) INTO result FROM @D@.dblink_get_result(${C}) AS t(i integer, data text);`, 'item_offset', 'total')}
+  RETURN result;
+END`,
+  },
+  // The array forms: the non-NULL values go in *_many commands of at most svc.batch_size values and
+  // ${MAX_COMMAND_CHARS} characters (one larger value goes alone); order and NULL elements are kept.
+  svc__dblink_array: {
+    args: 'op text, head text, data text[]',
+    returns: 'text[]',
+    body: `
+DECLARE
+  batch integer := @S@.svc__dblink_setting('svc.batch_size', 1000, 10000);
+  out text[] := data;
+  parts text[] := '{}';
+  pos integer[] := '{}';
+  res text[];
+  n integer := 0;
+  chars bigint := 0;
+  done integer := 0;
+  total integer;
+  e text;
+  idx integer;
+  k integer;
+BEGIN
+  IF pg_catalog.array_ndims(data) IS NULL THEN RETURN data; END IF;
+  IF pg_catalog.array_ndims(data) > 1 THEN
+    RAISE EXCEPTION '%: only one-dimensional arrays are supported', op USING ERRCODE = '2202E';
+  END IF;
+  SELECT pg_catalog.count(*) INTO total FROM pg_catalog.unnest(data) AS u(v) WHERE u.v IS NOT NULL;
+  FOR idx IN pg_catalog.array_lower(data, 1) .. pg_catalog.array_upper(data, 1) + 1 LOOP
+    IF idx <= pg_catalog.array_upper(data, 1) THEN
+      CONTINUE WHEN data[idx] IS NULL;
+      e := ${b64('data[idx]')};
+    END IF;
+    IF n > 0 AND (idx > pg_catalog.array_upper(data, 1) OR n >= batch OR chars + pg_catalog.length(e) > ${MAX_COMMAND_CHARS}) THEN
+      res := @S@.svc__dblink_many(op, head || ' ' || pg_catalog.array_to_string(parts, ' '), done, total);
+      IF coalesce(pg_catalog.cardinality(res), 0) <> n THEN
+        RAISE EXCEPTION '%: the engine answered % values for %', op, coalesce(pg_catalog.cardinality(res), 0), n USING ERRCODE = 'SV002';
+      END IF;
+      FOR k IN 1 .. n LOOP
+        out[pos[k]] := res[k];
+      END LOOP;
+      done := done + n;
+      parts := '{}';
+      pos := '{}';
+      n := 0;
+      chars := 0;
+    END IF;
+    EXIT WHEN idx > pg_catalog.array_upper(data, 1);
+    n := n + 1;
+    parts[n] := e;
+    pos[n] := idx;
+    chars := chars + pg_catalog.length(e) + 1;
+  END LOOP;
+  RETURN out;
+END`,
+  },
+};
+
+/** The public functions in the dblink bridge, by name and identity (the same surface as sql-surface.ts). */
+const PUBLIC_BODIES: Record<string, string> = {
+  'svc_encrypt(text, text)': `
+BEGIN
+  RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt ' || ${b64('policy_code')} || ' ' || ${b64('data')});
+END`,
+  'svc_encrypt_by_name(text, text, integer)': `
+BEGIN
+  IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
+  RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt_by_name ' || ${b64('policy_name')} || ' '
+    || coalesce(policy_version::text, '-') || ' ' || ${b64('data')});
+END`,
+  'svc_encrypt(text, text, integer)': `
+BEGIN
+  IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
+  RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt_by_name ' || ${b64('policy_name')} || ' '
+    || coalesce(policy_version::text, '-') || ' ' || ${b64('data')});
+END`,
+  'svc_decrypt(text)': `
+BEGIN
+  RETURN @S@.svc__dblink_one('svc_decrypt', 'svc_decrypt ' || ${b64('data')});
+END`,
+  'svc_encrypt(text[], text)': `
+BEGIN
+  RETURN @S@.svc__dblink_array('svc_encrypt', 'svc_encrypt_many ' || ${b64('policy_code')}, data);
+END`,
+  'svc_decrypt(text[])': `
+BEGIN
+  RETURN @S@.svc__dblink_array('svc_decrypt', 'svc_decrypt_many', data);
+END`,
+  'svc_health()': `
+DECLARE
+  op constant text := 'svc_health';
+  command constant text := 'svc_health';
+  result jsonb;${ROUND_TRIP_DECLARE}
+BEGIN${roundTrip(`SELECT pg_catalog.jsonb_build_object('status', t.status, 'service', t.service, 'version', t.version) INTO result
+        FROM @D@.dblink_get_result(${C}) AS t(status text, service text, version text);`)}
+  RETURN result;
+END`,
+  'svc_engine_info()': `
+DECLARE
+  op constant text := 'svc_engine_info';
+  command constant text := 'svc_info';
+  server jsonb;
+  result jsonb;${ROUND_TRIP_DECLARE}
+BEGIN
+  -- Only the address options: a dblink_fdw server cannot hold a password (those live in user mappings).
+  SELECT pg_catalog.jsonb_object_agg(o.option_name, o.option_value) INTO server
+    FROM pg_catalog.pg_foreign_server s, pg_catalog.pg_options_to_table(s.srvoptions) AS o
+   WHERE s.srvname = '${SERVER_NAME}' AND o.option_name IN ('host', 'hostaddr', 'port', 'dbname', 'sslmode', 'connect_timeout');
+  ${roundTrip(`SELECT pg_catalog.jsonb_build_object('engineVersion', t.engine_version, 'runtimeVersion', t.runtime_version,
+                  'policyCount', t.policy_count, 'keyCount', t.key_count, 'configured', t.configured) INTO result
+        FROM @D@.dblink_get_result(${C}) AS t(engine_version text, runtime_version text, policy_count integer, key_count integer, configured boolean);`)}
+  RETURN pg_catalog.jsonb_build_object(
+    'engineServer', '${SERVER_NAME}',
+    'engineAddress', coalesce(server, '{}'::jsonb),
+    'bridge', 'dblink',
+    'timeoutMs', @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000),
+    'batchSize', @S@.svc__dblink_setting('svc.batch_size', 1000, 10000),
+    'health', @S@.svc_health(),
+    'runtime', result);
+END`,
+};
+
+const PINNED = 'SET search_path = pg_catalog, %1$I, pg_temp';
+
+/**
+ * PL/pgSQL statements (inside the install DO block, with `target_schema` declared) that create the dblink
+ * bridge. Every public function of sql-surface.ts must have a dblink body: a function added there without
+ * one fails the build here, so the bridges cannot drift apart.
+ */
+export function dblinkInstall(dollarQuote: (text: string, tag: string) => string): string {
+  const lines: string[] = [];
+  lines.push(`    SELECT pg_catalog.quote_ident(n.nspname) INTO dblink_schema
+      FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'dblink';`);
+  // A bridge installed earlier in another language leaves internal functions that take an address.
+  lines.push(...IMPLS.map((f) => `    EXECUTE format('DROP FUNCTION IF EXISTS %I.${f.name}(${f.identity})', target_schema);`));
+  const create = (name: string, args: string, returns: string, options: string, body: string) =>
+    `    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.${name}(${args}) RETURNS ${returns} LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED ${options} AS %2$L',
+      target_schema, replace(replace(${dollarQuote(body, 'dl')}, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));`;
+  for (const f of DBLINK_INTERNALS) {
+    const impl = INTERNAL_BODIES[f.name];
+    if (!impl) throw new Error(`no dblink body for ${f.name}`);
+    // dblink_send_query reports a failed send as a NOTICE; the bridge handles it (a new connection).
+    const options = f.name === 'svc__dblink_send' ? `${PINNED} SET client_min_messages = warning` : PINNED;
+    lines.push(create(f.name, impl.args, impl.returns, options, impl.body));
+    lines.push(`    EXECUTE format('REVOKE ALL ON FUNCTION %I.${f.name}(${f.identity}) FROM PUBLIC', target_schema);`);
+  }
+  for (const f of FUNCTIONS) {
+    const key = `${f.name}(${f.identity})`;
+    const body = PUBLIC_BODIES[key];
+    if (!body) throw new Error(`the dblink bridge has no body for ${key}`);
+    const options = `${f.strict ? 'STRICT ' : ''}SECURITY DEFINER ${PINNED}`;
+    lines.push(create(f.name, f.args, f.returns, options, body));
+    lines.push(`    EXECUTE format('COMMENT ON FUNCTION %I.${f.name}(${f.identity}) IS %L', target_schema, ${dollarQuote(f.comment, 'c')});`);
+    lines.push(`    EXECUTE format('REVOKE ALL ON FUNCTION %I.${f.name}(${f.identity}) FROM PUBLIC', target_schema);`);
+    lines.push(`    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.${f.name}(${f.identity}) TO ${ROLE}', target_schema);`);
+  }
+  // dblink's own functions are executable by PUBLIC by default; whoever may call them can open a connection
+  // named like the bridge's and have values sent wherever it points.
+  lines.push(forEachDblinkFunction('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', '    '));
+  return lines.join('\n');
+}
+
+/** dblink's functions except dblink_connect_u, which dblink itself keeps from PUBLIC. */
+function forEachDblinkFunction(statement: string, indent: string): string {
+  return `${indent}FOR dblink_function IN
+${indent}  SELECT p.oid::regprocedure FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+${indent}    JOIN pg_catalog.pg_proc p ON p.oid = d.objid
+${indent}   WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass AND e.extname = 'dblink'
+${indent}     AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e' AND p.proname <> 'dblink_connect_u'
+${indent}LOOP
+${indent}  EXECUTE format('${statement}', dblink_function);
+${indent}END LOOP;`;
+}
+
+/** For the uninstall (with `target_schema` and `dblink_function` declared): dblink's functions back to PUBLIC. */
+export function dblinkUninstall(): string {
+  return `  IF to_regprocedure(format('%I.svc__dblink_one(text, text)', target_schema)) IS NOT NULL THEN
+${forEachDblinkFunction('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', '    ')}
+  END IF;`;
+}
