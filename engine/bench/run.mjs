@@ -1,13 +1,14 @@
 // `npm run bench`: measures the execution API against the limits below it, all in one run on one
 // machine, and prints each figure as a ratio to its reference: raw node:crypto GCM (platform limit) ▸
 // the core's encryptMany (no HTTP) ▸ a bare Fastify route (framework floor) ▸ the engine as a real
-// process (single, JSON batch, binary frame batch, NDJSON stream) ▸ the PostgreSQL wire endpoint's
-// serial round trip against a TCP echo floor ▸ stream memory over ~1 GiB ▸ warm start and idle RSS of
-// the embedded default.
+// process on one core (SVC_WORKERS=1: single, JSON batch, binary frame batch, NDJSON stream) ▸ the
+// engine on all cores (the default SVC_WORKERS: JSON batch and binary frame, docs/workers.md) ▸ the
+// PostgreSQL wire endpoint's serial round trip against a TCP echo floor ▸ stream memory over ~1 GiB ▸
+// warm start and idle RSS of the embedded default.
 // A measurement, not a test: missed targets still exit 0; any failed request or item exits 1.
 // Options: --quick (small smoke run); BENCH_STREAM_BYTES (memory run size, default 1 GiB);
 // BENCH_ENGINE_NODE_ARGS (node flags for the engine process, e.g. to profile it with --cpu-prof).
-import { cpus, loadavg } from 'node:os';
+import { availableParallelism, cpus, loadavg } from 'node:os';
 import { encodeRequestFrame } from '../dist/http/codecs/binary-frame.js';
 import { auditOverhead } from './audit-run.mjs';
 import { footprint } from './footprint-run.mjs';
@@ -43,7 +44,7 @@ const settings = {
   httpSeconds: quick ? 1 : 3,
   warmupSeconds: quick ? 1 : 2,
   singleConnections: 10,
-  batchConnections: 4,
+  batchConnections: 8,
   ndjsonBytes: quick ? 2 * MIB : 8 * MIB,
   streamBytes: streamBytesSetting(),
   streamDataBytes: 1024,
@@ -52,6 +53,9 @@ const settings = {
 function log(message) {
   process.stdout.write(`${message}\n`);
 }
+
+/** The engine's default SVC_WORKERS: one crypto worker thread per core this process may use. */
+const CORES = availableParallelism();
 
 const F = {
   raw: `raw GCM ${settings.dataBytes} B`,
@@ -63,6 +67,9 @@ const F = {
   json: `engine JSON batch x${settings.batchItems}`,
   frame: `engine binary frame x${settings.batchItems}`,
   ndjson: 'engine NDJSON stream (1 conn)',
+  rawAll: `${CORES}x raw GCM ${settings.dataBytes} B`,
+  jsonAll: `all cores (${CORES} workers) JSON batch x${settings.batchItems}`,
+  frameAll: `all cores (${CORES} workers) binary frame x${settings.batchItems}`,
   echo: 'TCP echo serial round trip',
   wire: 'pgwire svc_encrypt serial (pg client)',
   wireMany: `pgwire svc_encrypt_many x${settings.batchItems}`,
@@ -79,6 +86,11 @@ const REPORT = [
   [F.json, 'items/s', F.core, 0.7],
   [F.frame, 'items/s', F.core, 0.85],
   [F.ndjson, 'items/s', F.core],
+  // The engine on all cores against the same engine on one (same run) and against N x the raw loop.
+  [F.jsonAll, 'items/s', F.json, 1.7],
+  [F.frameAll, 'items/s', F.frame, 1.7],
+  [F.jsonAll, 'items/s', F.rawAll],
+  [F.frameAll, 'items/s', F.rawAll],
   [F.echo, 'req/s'],
   [F.wire, 'req/s', F.echo],
   [F.wireMany, 'items/s', F.core],
@@ -86,9 +98,11 @@ const REPORT = [
 
 function report(results) {
   const rows = [['figure', 'median rate', 'CPU us/item', 'reference', 'ratio', 'target', 'result', 'CPU ratio']];
+  const logged = new Set();
   for (const [name, unit, refName, target] of REPORT) {
     const figure = results.get(name);
-    log(`  ${name}: ${formatRate(figure.median)} ${unit} (runs: ${formatSamples(figure.samples)})`);
+    if (!logged.has(name)) log(`  ${name}: ${formatRate(figure.median)} ${unit} (runs: ${formatSamples(figure.samples)})`);
+    logged.add(name);
     const rate = `${formatRate(figure.median)} ${unit}`;
     const cpu = formatCpu(figure.cpu);
     if (!refName) {
@@ -125,7 +139,7 @@ async function httpSampler(server, itemsPerRequest, options) {
   };
 }
 
-async function measureAll(bare, engine) {
+async function measureAll(bare, engine, allCores) {
   const { dataBytes: small, largeDataBytes: large, inProcessMs: ms } = settings;
   const single = { data: plaintexts(1, small)[0], policyCode: POLICY };
   const singleBody = JSON.stringify(single);
@@ -137,6 +151,8 @@ async function measureAll(bare, engine) {
   await checkSingle(engine.origin, single);
   await checkJsonBatch(engine.origin, items);
   await checkFrameBatch(engine.origin, frame, items);
+  await checkJsonBatch(allCores.origin, items);
+  await checkFrameBatch(allCores.origin, frame, items);
   await streamEncrypt({ ...stream, totalBytes: settings.ndjsonBytes / 4 });
 
   log('warming up ...');
@@ -174,13 +190,31 @@ async function measureAll(bare, engine) {
       connections: settings.batchConnections,
       verifyBody: (body) => body.startsWith('SVCF'),
     }),
+    [F.jsonAll]: await httpSampler(allCores, items.length, {
+      url: `${allCores.origin}/api/encrypt/batch`,
+      body: JSON.stringify({ items }),
+      contentType: json,
+      connections: settings.batchConnections,
+      verifyBody: (body) => body.includes('"totalFailed":0,'),
+    }),
+    [F.frameAll]: await httpSampler(allCores, items.length, {
+      url: `${allCores.origin}/api/encrypt/batch`,
+      body: frame,
+      contentType: 'application/x-svc-binary-frame',
+      connections: settings.batchConnections,
+      verifyBody: (body) => body.startsWith('SVCF'),
+    }),
     [F.ndjson]: async () => {
       const before = cpuMicros(engine.pid);
       const run = await streamEncrypt({ ...stream, totalBytes: settings.ndjsonBytes });
       return { rate: run.lines / run.seconds, cpu: (cpuMicros(engine.pid) - before) / run.lines };
     },
   };
-  return rounds(settings.rounds, figures, (round) => log(`round ${round}/${settings.rounds} done`));
+  const results = await rounds(settings.rounds, figures, (round) => log(`round ${round}/${settings.rounds} done`));
+  // N x the raw loop: what N cores could do with nothing but the cipher calls.
+  const raw = results.get(F.raw);
+  results.set(F.rawAll, { median: raw.median * CORES, samples: raw.samples.map((r) => r * CORES), cpu: raw.cpu });
+  return results;
 }
 
 async function main() {
@@ -198,20 +232,23 @@ async function main() {
   log(
     `getAuthTag, pooled random nonces) and the core's ExecutionService.encryptMany on ${settings.batchItems}-item arrays.`,
   );
-  log('HTTP: the engine (node engine/dist/main.js --dev) and a bare Fastify app (one POST route, constant JSON)');
+  log('HTTP: the engine (node engine/dist/main.js --dev) on one core (SVC_WORKERS=1) and on all cores (default');
+  log(`SVC_WORKERS=${CORES}: batches of 64 items or more run on ${CORES} crypto worker threads) and a bare Fastify app (one POST route, constant JSON)`);
   log('each run in their own process; the load generator (autocannon, keep-alive; single requests over');
   log(
     `${settings.singleConnections} connections, batches over ${settings.batchConnections}) runs in this process and competes with them for`,
   );
-  log(`the same ${cores.length} cores. NDJSON: one streaming request at a time, response read concurrently.\n`);
+  log(`the same ${cores.length} cores (so "all cores" leaves the engine less than ${cores.length} cores). NDJSON: one streaming request at a time,`);
+  log('response read concurrently.\n');
 
   const bare = await startBareServer();
   let results;
   try {
-    const engine = await startEngine();
+    const engine = await startEngine({ SVC_WORKERS: '1' });
+    const allCores = await startEngine();
     try {
-      log(`engine pid ${engine.pid} at ${engine.origin}; bare Fastify pid ${bare.pid}`);
-      results = await measureAll(bare, engine);
+      log(`engine pid ${engine.pid} at ${engine.origin} (one core), ${allCores.pid} at ${allCores.origin} (all cores); bare Fastify pid ${bare.pid}`);
+      results = await measureAll(bare, engine, allCores);
       log('PostgreSQL wire endpoint: serial round trips from one pg client vs a TCP echo server (own process)');
       const wire = await pgwireRoundTrips({
         engine,
@@ -226,6 +263,7 @@ async function main() {
       results.set(F.wireMany, wire.wireMany);
     } finally {
       await engine.stop();
+      await allCores.stop();
     }
   } finally {
     await bare.stop();

@@ -1,5 +1,6 @@
 // The engine's configuration: one typed object parsed from the environment and the command line.
 // Every setting has a safe default; an invalid value stops start-up with a message naming it.
+import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 
 export interface Limits {
@@ -34,6 +35,10 @@ export interface EngineConfig {
   readonly devMode: boolean;
   readonly bootstrapFile?: string;
   readonly logLevel: string;
+  /** Crypto worker threads for large batches (SVC_WORKERS, default the available cores); 1: none, all on the main thread. */
+  readonly workers: number;
+  /** SVC_TEST_HOOKS: SIGUSR2 ends one crypto worker abruptly, as a crash would (tests only, docs/workers.md). */
+  readonly testHooks: boolean;
   /** How long a graceful shutdown waits for in-flight requests and streams before closing them. */
   readonly shutdownGraceMs: number;
   readonly limits: Limits;
@@ -303,6 +308,13 @@ function statsAllowedTargets(env: Env): string[] | undefined {
   });
 }
 
+/** SVC_WORKERS: 1 to 256; default the cores this process may use (os.availableParallelism). */
+function workerCount(env: Env): number {
+  const count = integer(env, 'SVC_WORKERS', availableParallelism());
+  if (count > 256) throw new ConfigError(`SVC_WORKERS must be at most 256, got "${env.SVC_WORKERS}"`);
+  return count;
+}
+
 export function loadConfig(env: Env = process.env, argv: readonly string[] = process.argv.slice(2)): EngineConfig {
   for (const arg of argv) {
     if (arg !== '--dev')
@@ -329,6 +341,8 @@ export function loadConfig(env: Env = process.env, argv: readonly string[] = pro
     bootstrapFile: env.SVC_BOOTSTRAP_FILE ? resolve(env.SVC_BOOTSTRAP_FILE) : undefined,
     logLevel: level,
     shutdownGraceMs: integer(env, 'SVC_SHUTDOWN_GRACE_MS', 10_000),
+    workers: workerCount(env),
+    testHooks: flag(env, 'SVC_TEST_HOOKS'),
     limits: limits(env),
     store: {
       databaseUrl: databaseUrl(env),

@@ -23,6 +23,7 @@ import type { MasterKey } from './store/master-key.js';
 import { seed } from './store/seed.js';
 import type { ShutdownSignals } from './shutdown-signals.js';
 import type { SnapshotStorePort } from './store/store-protocol.js';
+import { WorkerPool } from './workers/worker-pool.js';
 
 const version = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string })
   .version;
@@ -71,19 +72,23 @@ export interface Started {
 export async function serve({ config, log, masterKey, store, cache, manager, restoring, signals }: Started): Promise<void> {
   const { store: storeConfig, hub: hubConfig } = config;
   const registrationToken = await readRegistrationToken(config.registration);
+  // Every execution and operations call is recorded (docs/audit.md).
+  const audit = openAuditTrail(config.audit, masterKey.key, log);
+  const execution = new ExecutionService(cache, config.limits, audit);
+  // Large batches run on crypto worker threads (docs/workers.md); SVC_WORKERS=1 keeps them on this one.
+  const pool = config.workers > 1 ? new WorkerPool(config.workers, execution, cache, log) : undefined;
   const metrics = createMetrics({
     cache,
     status: () => agent.status,
     storeAvailable: () => manager.health.available,
     engineVersion: version,
+    workers: pool,
   });
   const separate = config.operationsListener;
-  // Every execution and operations call is recorded (docs/audit.md).
-  const audit = openAuditTrail(config.audit, masterKey.key, log);
-  const execution = new ExecutionService(cache, config.limits, audit);
   const buildMain = (operations: OperationsDeps | undefined) =>
     buildApp({
       execution,
+      batches: pool,
       limits: config.limits,
       version,
       logger: log,
@@ -172,7 +177,11 @@ export async function serve({ config, log, masterKey, store, cache, manager, res
   } else {
     log.warn('operations API shares the execution listener (SVC_OPS_SHARED=true)');
   }
-  log.info({ address, version, status: agent.status }, 'engine listening');
+  log.info({ address, version, status: agent.status, workers: config.workers }, 'engine listening');
+  // Started once listening, so the threads' start-up does not compete with the warm start; a batch
+  // arriving before they are up waits in the pool's queue.
+  pool?.start();
+  if (pool && config.testHooks) process.on('SIGUSR2', () => pool.terminateOne());
 
   const loop = new HeartbeatLoop(
     agent,
@@ -188,6 +197,7 @@ export async function serve({ config, log, masterKey, store, cache, manager, res
     stopping = true;
     log.info({ signal, graceMs: config.shutdownGraceMs }, 'shutting down: draining in-flight requests');
     Promise.all([...apps.map((a) => a.lifecycle.shutdown(config.shutdownGraceMs)), pgwire?.close(config.shutdownGraceMs)])
+      .then(() => pool?.close())
       .then(() => loop.stop())
       .then(() => audit.close())
       .then(() => manager.close())

@@ -33,6 +33,8 @@ export interface RunningEngine {
   readonly dataDir: string;
   /** Everything the process wrote so far (stdout and stderr). */
   output(): string;
+  /** Sends a signal to the process (e.g. SIGUSR2 under SVC_TEST_HOOKS ends a crypto worker). */
+  signal(signal: NodeJS.Signals): void;
   /** Stops the process (SIGTERM, then SIGKILL after 5 s). Idempotent. */
   stop(): Promise<void>;
   /** Stops and starts again on the same port and data directory. */
@@ -84,6 +86,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<RunningE
     pgPort: env.SVC_PG_PORT ? Number(env.SVC_PG_PORT) : undefined,
     dataDir,
     output: proc.output,
+    signal: proc.signal,
     stop,
     restart: async () => {
       await stop();

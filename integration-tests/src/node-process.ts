@@ -23,6 +23,8 @@ export interface NodeProcess {
   start(): Promise<void>;
   /** Sends the signal and waits for the exit; with forceAfterMs, SIGKILL follows if it has not exited by then. */
   kill(signal: 'SIGTERM' | 'SIGKILL', forceAfterMs?: number): Promise<void>;
+  /** Sends a signal to the running process without waiting for anything. */
+  signal(signal: NodeJS.Signals): void;
 }
 
 export function nodeProcess(options: NodeProcessOptions): NodeProcess {
@@ -69,5 +71,10 @@ export function nodeProcess(options: NodeProcessOptions): NodeProcess {
     });
   };
 
-  return { output: () => output, start, kill };
+  const signal = (name: NodeJS.Signals): void => {
+    if (!child) throw new Error(`the ${options.name} is not running`);
+    child.kill(name);
+  };
+
+  return { output: () => output, start, kill, signal };
 }

@@ -91,6 +91,16 @@ export interface AuditedOutcome {
  * versions are read from envelope headers: the output's on encrypt and rewrap, the input's on decrypt
  * (and as the version a rewrap moved from); only the outcome's success makes them authentic.
  */
+/** An AuditSummary as plain data. */
+export interface AuditFacts {
+  readonly policyCodes: readonly string[];
+  readonly keyVersions: readonly number[];
+  readonly fromKeyVersions: readonly number[];
+  readonly itemErrors: Readonly<Record<string, number>>;
+  readonly succeeded: number;
+  readonly failed: number;
+}
+
 export class AuditSummary {
   readonly policyCodes = new Set<string>();
   readonly keyVersions = new Set<number>();
@@ -127,6 +137,31 @@ export class AuditSummary {
 
   addAll(outcomes: readonly AuditedOutcome[], inputs?: readonly unknown[]): void {
     for (let i = 0; i < outcomes.length; i++) this.add(outcomes[i] as AuditedOutcome, inputs?.[i]);
+  }
+
+  /** The summary as plain data (a worker thread's share of a batch, docs/workers.md). */
+  facts(): AuditFacts {
+    return {
+      policyCodes: [...this.policyCodes],
+      keyVersions: [...this.keyVersions],
+      fromKeyVersions: [...this.fromKeyVersions],
+      itemErrors: { ...this.itemErrors },
+      succeeded: this.succeeded,
+      failed: this.failed,
+    };
+  }
+
+  /** Adds another share of the same call (facts()), within the same listing limits. */
+  merge(facts: AuditFacts): void {
+    const add = <T>(into: Set<T>, values: readonly T[]) => {
+      for (const value of values) if (into.size < MAX_LISTED) into.add(value);
+    };
+    add(this.policyCodes, facts.policyCodes);
+    add(this.keyVersions, facts.keyVersions);
+    add(this.fromKeyVersions, facts.fromKeyVersions);
+    for (const [code, count] of Object.entries(facts.itemErrors)) this.itemErrors[code] = (this.itemErrors[code] ?? 0) + count;
+    this.succeeded += facts.succeeded;
+    this.failed += facts.failed;
   }
 
   failItem(code: string): void {

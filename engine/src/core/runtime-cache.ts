@@ -1,16 +1,18 @@
 // The runtime cache: holds the current snapshot and swaps it atomically. Whoever feeds it (dev mode,
 // a bootstrap file, the hub's syncs, the persisted store) goes through replace(); listeners hear of
-// every swap (persistence subscribes here).
+// every swap (persistence subscribes here). A listener that keeps a copy elsewhere (the crypto workers)
+// returns a promise; settled() waits for all of them, so a change answers only once every copy holds it.
 import type { KeyRecord, PolicyRecord } from './records.js';
 import { RuntimeSnapshot, type SnapshotContent } from './runtime-snapshot.js';
 import { UsageCounters } from './usage-counters.js';
 
-export type SnapshotListener = (snapshot: RuntimeSnapshot, previous: RuntimeSnapshot) => void;
+export type SnapshotListener = (snapshot: RuntimeSnapshot, previous: RuntimeSnapshot) => void | Promise<void>;
 
 export class RuntimeCache {
   readonly counters = new UsageCounters();
   #current = RuntimeSnapshot.empty(this.counters);
   readonly #listeners = new Set<SnapshotListener>();
+  #settling: Promise<unknown> = Promise.resolve();
 
   get current(): RuntimeSnapshot {
     return this.#current;
@@ -21,7 +23,12 @@ export class RuntimeCache {
     const next = new RuntimeSnapshot(content, this.counters);
     const previous = this.#current;
     this.#current = next;
-    for (const listener of this.#listeners) listener(next, previous);
+    const copies: Promise<void>[] = [];
+    for (const listener of this.#listeners) {
+      const copied = listener(next, previous);
+      if (copied) copies.push(copied);
+    }
+    if (copies.length > 0) this.#settling = Promise.all([this.#settling, ...copies]);
     return next;
   }
 
@@ -41,6 +48,11 @@ export class RuntimeCache {
       keys: [...keys.values()],
       runtimeVersion: change.runtimeVersion ?? current.runtimeVersion,
     });
+  }
+
+  /** Resolves once every listener's copy of the snapshots made current so far is in place. */
+  settled(): Promise<void> {
+    return this.#settling.then(() => undefined);
   }
 
   onChange(listener: SnapshotListener): () => void {

@@ -14,6 +14,7 @@ import { type EngineMetrics, metricsRoute, requestMetrics } from './metrics.js';
 import { parseJsonBody } from './json-body.js';
 import { installMethodGuard } from './method-guard.js';
 import { executionRoutes } from './routes/execution.js';
+import type { BatchRunner } from './routes/execution-batch.js';
 import { installTransportGuards } from './transport-guards.js';
 import type { HealthComponent } from './routes/health.js';
 import { type OperationsDeps, operationsRoutes } from './routes/operations/index.js';
@@ -22,6 +23,8 @@ export const SERVICE_NAME = 'svc-engine';
 
 export interface AppDeps {
   readonly execution: ExecutionService;
+  /** Runs large batches on the crypto worker pool; absent: on the main thread (SVC_WORKERS=1, tests). */
+  readonly batches?: BatchRunner;
   readonly limits: Limits;
   /** Version of the running engine build (reported by /api/health). */
   readonly version: string;
@@ -121,7 +124,7 @@ export async function buildApp(deps: AppDeps): Promise<EngineApp> {
     version: deps.version,
     components: deps.healthComponents,
   };
-  const routes = { execution: deps.execution, limits, health };
+  const routes = { execution: deps.execution, batches: deps.batches, limits, health };
   await app.register(executionRoutes, routes);
   // Deployments behind the '/engine' context path reach the same API there.
   await app.register(executionRoutes, { ...routes, prefix: '/engine' });

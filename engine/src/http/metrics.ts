@@ -13,6 +13,8 @@ export interface MetricsSources {
   readonly status?: () => EngineStatus;
   readonly storeAvailable?: () => boolean;
   readonly engineVersion: string;
+  /** The crypto worker pool, when there is one (SVC_WORKERS > 1). */
+  readonly workers?: { states(): Record<string, number>; readonly replaced: number; readonly slicesRun: number };
 }
 
 export interface EngineMetrics {
@@ -60,6 +62,36 @@ export function createMetrics(sources: MetricsSources): EngineMetrics {
       for (const k of usageReport(sources.cache)) this.set({ alias: k.alias, version: String(k.version) }, k.nearLimit ? 1 : 0);
     },
   });
+  const { workers } = sources;
+  if (workers) {
+    new Gauge({
+      name: 'svc_workers',
+      help: 'Crypto worker threads by state (starting: spawned or installing a snapshot)',
+      labelNames: ['state'] as const,
+      registers: [registry],
+      collect() {
+        for (const [state, count] of Object.entries(workers.states())) this.set({ state }, count);
+      },
+    });
+    new Counter({
+      name: 'svc_workers_replaced_total',
+      help: 'Crypto worker threads that ended unexpectedly and were replaced',
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(workers.replaced);
+      },
+    });
+    new Counter({
+      name: 'svc_worker_slices_total',
+      help: 'Batch slices run on crypto worker threads',
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(workers.slicesRun);
+      },
+    });
+  }
   new Gauge({
     name: 'svc_cache_entries',
     help: 'Entries in the local runtime cache',

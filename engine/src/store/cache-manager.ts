@@ -144,7 +144,10 @@ export class CacheManager {
         ),
       );
       this.#lastSyncAt = at;
-      return this.cache.replace(merged.content);
+      const next = this.cache.replace(merged.content);
+      // Every crypto worker holds the new snapshot before the change answers (docs/workers.md).
+      await this.cache.settled();
+      return next;
     });
   }
 
@@ -176,7 +179,9 @@ export class CacheManager {
         ),
       );
       this.log.warn({ alias, version }, 'key version DESTROYED: its material is erased; ciphertexts under it can no longer be decrypted');
-      return this.cache.replace(content);
+      const next = this.cache.replace(content);
+      await this.cache.settled();
+      return next;
     });
   }
 

@@ -3,24 +3,27 @@
 import { Readable } from 'node:stream';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { errors } from '../../core/errors.js';
-import { ExecutionService, type ItemOutcome } from '../../core/execution-service.js';
+import {
+  type DecryptedBytes,
+  ExecutionService,
+  type ItemFailure,
+  type ItemOutcome,
+  type RawBytesItem,
+} from '../../core/execution-service.js';
+import type { BatchMethod, JsonSlice } from '../../workers/protocol.js';
 import {
   BINARY_FRAME_TYPE,
   decodeRequestFrame,
   encodeResponseFrame,
   type FrameResult,
 } from '../codecs/binary-frame.js';
+import { type BatchOperation, originalData, resultObject } from '../batch-results.js';
 import { accepts, mediaType } from '../content-type.js';
 import { BatchResponse, batchBody, DecryptBody, EncryptBody, errorResponses } from '../schemas.js';
 
-export type BatchOperation = 'encrypt' | 'decrypt' | 'rewrap';
+export type { BatchOperation };
+export { originalData };
 type Operation = BatchOperation;
-
-const SUCCESS_MESSAGE: Record<Operation, string> = {
-  encrypt: 'encrypt succeeded',
-  decrypt: 'decrypt succeeded',
-  rewrap: 'rewrap succeeded',
-};
 
 export function batchItems(body: unknown): unknown[] {
   const raw =
@@ -30,37 +33,15 @@ export function batchItems(body: unknown): unknown[] {
   return items;
 }
 
-export function originalData(item: unknown): string | undefined {
-  const data = (item as { data?: unknown } | null)?.data;
-  return typeof data === 'string' ? data : undefined;
-}
-
 export function elapsedMs(start: bigint): number {
   return Number((process.hrtime.bigint() - start) / 1_000_000n);
 }
 
 export function jsonBatch(operation: Operation, items: unknown[], outcomes: ItemOutcome[], start: bigint) {
-  const dataField = operation === 'decrypt' ? 'decryptedData' : 'encryptedData';
   let totalSuccess = 0;
   const results = outcomes.map((outcome, i) => {
-    if (outcome.ok) {
-      totalSuccess++;
-      return {
-        success: true,
-        code: 1000,
-        message: SUCCESS_MESSAGE[operation],
-        originalData: originalData(items[i]),
-        [dataField]: outcome.data,
-        policyCode: outcome.policyCode,
-      };
-    }
-    return {
-      success: false,
-      code: 2000,
-      message: outcome.error.message,
-      originalData: originalData(items[i]),
-      policyCode: outcome.policyCode,
-    };
+    if (outcome.ok) totalSuccess++;
+    return resultObject(operation, outcome, items[i]);
   });
   const totalFailed = outcomes.length - totalSuccess;
   return {
@@ -111,6 +92,64 @@ export async function inSlices<T, R>(
 }
 
 /**
+ * Who runs a batch's items through the execution service: the main thread in slices (inThread), or
+ * the crypto worker pool (workers/worker-pool.ts). Either way one snapshot serves the whole batch.
+ */
+export interface BatchRunner {
+  run(method: BatchMethod, items: readonly unknown[], size: (item: unknown) => number): Promise<unknown[]>;
+  /** A JSON batch whose results are written as JSON text where they are made; undefined: use run(). */
+  runJson?(
+    operation: BatchOperation,
+    method: BatchMethod,
+    items: readonly unknown[],
+    size: (item: unknown) => number,
+    audit: boolean,
+  ): Promise<JsonSlice[] | undefined>;
+}
+
+const itemSize = (item: unknown) => originalData(item)?.length ?? 0;
+
+/** Runs a JSON batch and answers it; the audit summary gets every item's outcome either way. */
+export async function answerJsonBatch(
+  batches: BatchRunner,
+  operation: Operation,
+  method: BatchMethod,
+  items: unknown[],
+  start: bigint,
+  request: FastifyRequest,
+  reply: FastifyReply,
+) {
+  const summary = request.auditSummary;
+  const slices = await batches.runJson?.(operation, method, items, itemSize, summary !== null);
+  if (!slices) {
+    const outcomes = (await batches.run(method, items, itemSize)) as ItemOutcome[];
+    summary?.addAll(outcomes, items);
+    return sendJsonBatch(reply, jsonBatch(operation, items, outcomes, start));
+  }
+  let totalSuccess = 0;
+  for (const slice of slices) {
+    totalSuccess += slice.succeeded;
+    if (slice.audit) summary?.merge(slice.audit);
+  }
+  const totalFailed = items.length - totalSuccess;
+  // The same document jsonBatch answers, field for field; every slice holds at least one result.
+  const text =
+    `{"success":${totalFailed === 0},"transportMode":"json","results":[${slices.map((s) => s.text).join(',')}],` +
+    `"totalProcessed":${items.length},"totalSuccess":${totalSuccess},"totalFailed":${totalFailed},` +
+    `"totalProcessingTime":${elapsedMs(start)}}`;
+  return reply.type('application/json; charset=utf-8').send(text);
+}
+
+export function inThread(execution: ExecutionService): BatchRunner {
+  return {
+    run: (method, items, size) =>
+      inSlices(execution, items, size, (service, slice) =>
+        (service[method] as (items: readonly unknown[]) => unknown[]).call(service, slice),
+      ),
+  };
+}
+
+/**
  * The batch response as a stream of JSON text, a slice of results per chunk, in the contract's field
  * order. Each slice waits for a turn of the event loop: socket writes that complete at once would
  * otherwise chain the whole response through microtasks and starve timers and other requests.
@@ -129,6 +168,7 @@ async function* batchJsonText(batch: ReturnType<typeof jsonBatch>): AsyncGenerat
 
 export async function frameBatch(
   execution: ExecutionService,
+  batches: BatchRunner,
   operation: Operation,
   body: Buffer,
   start: bigint,
@@ -137,23 +177,20 @@ export async function frameBatch(
   const frame = decodeRequestFrame(body, operation, execution.limits.maxBatchItems);
   let results: FrameResult[];
   if (frame.operation === 'decrypt') {
-    const decrypted = await inSlices(execution, frame.items, (item) => item.length, (service, slice) =>
-      service.decryptBytesMany(slice),
-    );
+    const decrypted = (await batches.run('decryptBytesMany', frame.items, (item) => (item as string).length)) as (
+      | DecryptedBytes
+      | ItemFailure
+    )[];
     request.auditSummary?.addAll(
       decrypted.map((r) => ('plaintext' in r ? { ok: true, policyCode: r.policyCode } : r)),
       frame.items,
     );
     results = decrypted.map((r) => ('plaintext' in r ? { ok: true, policyCode: r.policyCode, data: r.plaintext } : r));
   } else if (frame.operation === 'encrypt') {
-    results = await inSlices(execution, frame.items, (item) => item.data.length, (service, slice) =>
-      service.encryptBytesMany(slice),
-    );
+    results = (await batches.run('encryptBytesMany', frame.items, (item) => (item as RawBytesItem).data.length)) as ItemOutcome[];
     request.auditSummary?.addAll(results);
   } else {
-    results = await inSlices(execution, frame.items, (item) => item.length, (service, slice) =>
-      service.rewrapCiphertexts(slice),
-    );
+    results = (await batches.run('rewrapCiphertexts', frame.items, (item) => (item as string).length)) as ItemOutcome[];
     request.auditSummary?.addAll(results, frame.items);
   }
   const totalSuccess = results.filter((r) => r.ok).length;
@@ -170,7 +207,10 @@ export function sendJsonBatch(reply: FastifyReply, batch: ReturnType<typeof json
   return reply.type('application/json; charset=utf-8').send(Readable.from(batchJsonText(batch), { highWaterMark: 1 }));
 }
 
-export const batchRoutes: FastifyPluginAsync<{ execution: ExecutionService }> = async (app, { execution }) => {
+export const batchRoutes: FastifyPluginAsync<{ execution: ExecutionService; batches: BatchRunner }> = async (
+  app,
+  { execution, batches },
+) => {
   const onRequest = accepts('application/json', BINARY_FRAME_TYPE);
 
   for (const operation of ['encrypt', 'decrypt'] as const) {
@@ -178,15 +218,11 @@ export const batchRoutes: FastifyPluginAsync<{ execution: ExecutionService }> = 
       const start = process.hrtime.bigint();
       reply.header('x-svc-transport-mode', 'json');
       if (mediaType(request) === BINARY_FRAME_TYPE) {
-        const out = await frameBatch(execution, operation, request.body as Buffer, start, request);
+        const out = await frameBatch(execution, batches, operation, request.body as Buffer, start, request);
         return reply.header('x-svc-transport-mode', 'binary-frame').type(BINARY_FRAME_TYPE).send(out);
       }
-      const items = batchItems(request.body);
-      const outcomes = await inSlices(execution, items, (item) => originalData(item)?.length ?? 0, (service, slice) =>
-        operation === 'encrypt' ? service.encryptMany(slice) : service.decryptMany(slice),
-      );
-      request.auditSummary?.addAll(outcomes, items);
-      return sendJsonBatch(reply, jsonBatch(operation, items, outcomes, start));
+      const method = operation === 'encrypt' ? 'encryptMany' : 'decryptMany';
+      return answerJsonBatch(batches, operation, method, batchItems(request.body), start, request, reply);
     };
     app.post(
       `/api/${operation}/batch`,

@@ -7,12 +7,12 @@ import type { ExecutionService } from '../../core/execution-service.js';
 import { BINARY_FRAME_TYPE } from '../codecs/binary-frame.js';
 import { accepts, mediaType } from '../content-type.js';
 import { BatchResponse, batchBody, errorResponses, RewrapBody, SingleResponse } from '../schemas.js';
-import { batchItems, frameBatch, inSlices, jsonBatch, originalData, sendJsonBatch } from './execution-batch.js';
+import { answerJsonBatch, type BatchRunner, batchItems, frameBatch } from './execution-batch.js';
 import { ndjsonRoute } from './execution-stream.js';
 
-export const rewrapRoutes: FastifyPluginAsync<{ execution: ExecutionService; limits: Limits }> = async (
+export const rewrapRoutes: FastifyPluginAsync<{ execution: ExecutionService; batches: BatchRunner; limits: Limits }> = async (
   app,
-  { execution, limits },
+  { execution, batches, limits },
 ) => {
   app.post(
     '/api/rewrap',
@@ -40,16 +40,11 @@ export const rewrapRoutes: FastifyPluginAsync<{ execution: ExecutionService; lim
     async (request: FastifyRequest, reply: FastifyReply) => {
       const start = process.hrtime.bigint();
       if (mediaType(request) === BINARY_FRAME_TYPE) {
-        const out = await frameBatch(execution, 'rewrap', request.body as Buffer, start, request);
+        const out = await frameBatch(execution, batches, 'rewrap', request.body as Buffer, start, request);
         return reply.header('x-svc-transport-mode', 'binary-frame').type(BINARY_FRAME_TYPE).send(out);
       }
       reply.header('x-svc-transport-mode', 'json');
-      const items = batchItems(request.body);
-      const outcomes = await inSlices(execution, items, (item) => originalData(item)?.length ?? 0, (service, slice) =>
-        service.rewrapMany(slice),
-      );
-      request.auditSummary?.addAll(outcomes, items);
-      return sendJsonBatch(reply, jsonBatch('rewrap', items, outcomes, start));
+      return answerJsonBatch(batches, 'rewrap', 'rewrapMany', batchItems(request.body), start, request, reply);
     },
   );
 

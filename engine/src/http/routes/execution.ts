@@ -3,7 +3,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { Limits } from '../../config.js';
 import type { ExecutionService } from '../../core/execution-service.js';
-import { batchRoutes } from './execution-batch.js';
+import { type BatchRunner, batchRoutes, inThread } from './execution-batch.js';
 import { equalityRoutes } from './execution-equality.js';
 import { rewrapRoutes } from './execution-rewrap.js';
 import { singleRoutes } from './execution-single.js';
@@ -12,6 +12,8 @@ import { type HealthOptions, healthRoutes } from './health.js';
 
 export interface ExecutionRoutesOptions {
   readonly execution: ExecutionService;
+  /** Who runs batches: the crypto worker pool, or (absent) the main thread. */
+  readonly batches?: BatchRunner;
   readonly limits: Limits;
   readonly health: HealthOptions;
 }
@@ -22,8 +24,9 @@ export const executionRoutes: FastifyPluginAsync<ExecutionRoutesOptions> = async
   app.setValidatorCompiler(() => () => true);
   await app.register(healthRoutes, opts.health);
   await app.register(singleRoutes, { execution: opts.execution });
-  await app.register(batchRoutes, { execution: opts.execution });
+  const batches = opts.batches ?? inThread(opts.execution);
+  await app.register(batchRoutes, { execution: opts.execution, batches });
   await app.register(streamRoutes, { execution: opts.execution, limits: opts.limits });
-  await app.register(rewrapRoutes, { execution: opts.execution, limits: opts.limits });
+  await app.register(rewrapRoutes, { execution: opts.execution, batches, limits: opts.limits });
   await app.register(equalityRoutes, { execution: opts.execution });
 };

@@ -1,0 +1,105 @@
+// A crypto worker thread: holds the snapshots the main thread sent it (by generation) and runs slices
+// of batches through the same ExecutionService the main thread uses, so every rule stays in the core.
+// It never touches the network, the store or the audit trail; it counts what it did and reports the
+// counts with each slice so the main thread's usage counters (and reservations) stay complete.
+import { parentPort, workerData } from 'node:worker_threads';
+import { AuditSummary } from '../core/audit.js';
+import { EngineError } from '../core/errors.js';
+import { ExecutionService, type ItemOutcome } from '../core/execution-service.js';
+import { resultObject } from '../http/batch-results.js';
+import { RuntimeSnapshot } from '../core/runtime-snapshot.js';
+import { UsageCounters } from '../core/usage-counters.js';
+import type { FromWorker, JsonSlice, ToWorker, UsageDelta, WorkerInit } from './protocol.js';
+
+const port = parentPort;
+if (!port) throw new Error('crypto-worker.ts runs as a worker thread only');
+const { limits } = workerData as WorkerInit;
+
+// Local cells only count; reservations are the main thread's (it hears of every count in `usage`).
+const counters = new UsageCounters();
+const snapshots = new Map<number, RuntimeSnapshot>();
+const reported = new Map<string, { encryptions: number; decryptions: number }>();
+
+function usageSince(): UsageDelta[] {
+  const out: UsageDelta[] = [];
+  for (const entry of counters.entries()) {
+    const id = `${entry.alias}\u0000${entry.version}`;
+    const last = reported.get(id) ?? { encryptions: 0, decryptions: 0 };
+    const encryptions = entry.encryptions - last.encryptions;
+    const decryptions = entry.decryptions - last.decryptions;
+    if (encryptions === 0 && decryptions === 0) continue;
+    reported.set(id, { encryptions: entry.encryptions, decryptions: entry.decryptions });
+    out.push({ alias: entry.alias, version: entry.version, encryptions, decryptions });
+  }
+  return out;
+}
+
+function toWire(outcome: unknown): unknown {
+  const failure = outcome as { ok?: boolean; error?: unknown; policyCode?: string };
+  if (failure.ok === false && failure.error instanceof EngineError) {
+    return { ok: false, policyCode: failure.policyCode, code: failure.error.code, message: failure.error.message };
+  }
+  return outcome;
+}
+
+/** A JSON batch slice as text, in the contract's field order (what the main thread would write). */
+function jsonSlice(
+  operation: NonNullable<Extract<ToWorker, { type: 'run' }>['json']>,
+  outcomes: ItemOutcome[],
+  items: readonly unknown[],
+): JsonSlice {
+  let succeeded = 0;
+  const parts = new Array<string>(outcomes.length);
+  for (let i = 0; i < outcomes.length; i++) {
+    const outcome = outcomes[i] as ItemOutcome;
+    if (outcome.ok) succeeded++;
+    parts[i] = JSON.stringify(resultObject(operation.operation, outcome, items[i]));
+  }
+  let audit;
+  if (operation.audit) {
+    const summary = new AuditSummary(operation.operation);
+    summary.addAll(outcomes, items);
+    audit = summary.facts();
+  }
+  return { text: parts.join(','), succeeded, audit };
+}
+
+function post(message: FromWorker): void {
+  port?.postMessage(message);
+}
+
+port.on('message', (message: ToWorker) => {
+  switch (message.type) {
+    case 'snapshot':
+      // Installed synchronously (keys imported now): a slice posted after it finds it, since messages
+      // on one port arrive in order.
+      snapshots.set(message.generation, new RuntimeSnapshot(message.content, counters));
+      post({ type: 'installed', generation: message.generation });
+      return;
+    case 'release':
+      for (const generation of message.generations) snapshots.delete(generation);
+      return;
+    case 'run': {
+      const snapshot = snapshots.get(message.generation);
+      if (!snapshot) {
+        post({ type: 'failed', task: message.task, usage: usageSince() });
+        return;
+      }
+      const service = new ExecutionService({ current: snapshot }, limits);
+      let outcomes: unknown[];
+      try {
+        outcomes = (service[message.method] as (items: readonly unknown[]) => unknown[])(message.items);
+      } catch {
+        post({ type: 'failed', task: message.task, usage: usageSince() });
+        return;
+      }
+      if (message.json) {
+        post({ type: 'done', task: message.task, json: jsonSlice(message.json, outcomes as ItemOutcome[], message.items), usage: usageSince() });
+        return;
+      }
+      post({ type: 'done', task: message.task, outcomes: outcomes.map(toWire), usage: usageSince() });
+      // postMessage copied them: this thread's copies of decrypted bytes are wiped at once.
+      for (const outcome of outcomes) (outcome as { plaintext?: Buffer }).plaintext?.fill(0);
+    }
+  }
+});

@@ -1,0 +1,75 @@
+// Messages between the engine's main thread and its crypto worker threads (worker-pool.ts,
+// crypto-worker.ts). Everything here crosses a thread boundary by structured clone: plain data only
+// (an EngineError travels as its catalogue code and message and is rebuilt on the other side).
+import type { AuditFacts } from '../core/audit.js';
+import type { ExecutionLimits } from '../core/execution-service.js';
+import type { BatchOperation } from '../http/batch-results.js';
+import type { SnapshotContent } from '../core/runtime-snapshot.js';
+
+/** The ExecutionService batch methods a worker runs; each takes an array of items of its transport. */
+export const BATCH_METHODS = [
+  'encryptMany',
+  'decryptMany',
+  'rewrapMany',
+  'encryptBytesMany',
+  'decryptBytesMany',
+  'rewrapCiphertexts',
+] as const;
+export type BatchMethod = (typeof BATCH_METHODS)[number];
+
+export interface WorkerInit {
+  readonly limits: ExecutionLimits;
+}
+
+export type ToWorker =
+  /** Install a snapshot under its generation number; the worker answers `installed`. */
+  | { readonly type: 'snapshot'; readonly generation: number; readonly content: SnapshotContent }
+  /** Forget generations no batch uses any more. */
+  | { readonly type: 'release'; readonly generations: readonly number[] }
+  /** Run one slice of a batch under a generation the worker already holds (messages arrive in order). */
+  | {
+    readonly type: 'run';
+    readonly task: number;
+    readonly generation: number;
+    readonly method: BatchMethod;
+    readonly items: readonly unknown[];
+    /** A JSON batch: answer with the slice's result objects as JSON text (and its audit facts when audited). */
+    readonly json?: { readonly operation: BatchOperation; readonly audit: boolean };
+  };
+
+/** An item's failure, as data. */
+export interface WireFailure {
+  readonly ok: false;
+  readonly policyCode?: string;
+  readonly code: string;
+  readonly message: string;
+}
+
+/** Encryptions and decryptions a worker made since its last report, per key version. */
+export interface UsageDelta {
+  readonly alias: string;
+  readonly version: number;
+  readonly encryptions: number;
+  readonly decryptions: number;
+}
+
+export type FromWorker =
+  | { readonly type: 'installed'; readonly generation: number }
+  | {
+    readonly type: 'done';
+    readonly task: number;
+    /** Successes as the service returned them (plaintext bytes arrive as Uint8Array), failures as WireFailure. */
+    readonly outcomes?: readonly unknown[];
+    /** For a JSON batch instead: the results as comma-separated JSON objects. */
+    readonly json?: JsonSlice;
+    readonly usage: readonly UsageDelta[];
+  }
+  /** The slice threw as a whole (the generation was missing, or a bug): the batch fails with INTERNAL. */
+  | { readonly type: 'failed'; readonly task: number; readonly usage: readonly UsageDelta[] };
+
+/** A JSON batch slice's results, written by a worker. */
+export interface JsonSlice {
+  readonly text: string;
+  readonly succeeded: number;
+  readonly audit?: AuditFacts;
+}

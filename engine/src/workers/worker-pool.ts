@@ -1,0 +1,342 @@
+// The crypto worker pool: SVC_WORKERS threads (docs/workers.md) that run slices of large batches
+// through the core's ExecutionService while the main thread keeps HTTP, the operations API, the store,
+// the audit trail and the usage counters. One snapshot for every worker:
+// - each snapshot the runtime cache makes current gets a generation number and is posted to every
+//   worker; RuntimeCache.settled() (awaited by CacheManager before a change answers) resolves once
+//   every live worker acknowledged it, so a sync is visible to all workers before it answers;
+// - a batch pins the generation current when it started, and all its slices, on whichever worker,
+//   run under that generation (older generations are released once no batch uses them);
+// - a worker that ends is replaced; the replacement receives every live generation before any slice.
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import type { Logger } from 'pino';
+import { EngineError, type ErrorCode, errors } from '../core/errors.js';
+import type { ExecutionService } from '../core/execution-service.js';
+import type { RuntimeCache } from '../core/runtime-cache.js';
+import type { RuntimeSnapshot, SnapshotContent } from '../core/runtime-snapshot.js';
+import type { BatchOperation } from '../http/batch-results.js';
+import type { BatchMethod, FromWorker, JsonSlice, ToWorker, UsageDelta, WireFailure, WorkerInit } from './protocol.js';
+
+type Done = Extract<FromWorker, { type: 'done' }>;
+type Run = Extract<ToWorker, { type: 'run' }>;
+
+/** Items per slice and plaintext bytes per slice: the same bounds the in-thread path uses. */
+export const SLICE_ITEMS = 256;
+export const SLICE_DATA_BYTES = 256 * 1024;
+/** Batches smaller than this run on the main thread: a round trip to a worker costs more than they do. */
+export const POOL_MIN_ITEMS = 64;
+
+export function defaultWorkerCount(): number {
+  return availableParallelism();
+}
+
+interface Generation {
+  readonly number: number;
+  readonly content: SnapshotContent;
+  /** Batches in flight that pinned it. */
+  users: number;
+}
+
+interface Task {
+  readonly id: number;
+  readonly generation: Generation;
+  readonly method: BatchMethod;
+  readonly items: readonly unknown[];
+  readonly json: Run['json'];
+  attempts: number;
+  resolve(done: Done): void;
+  reject(error: Error): void;
+}
+
+interface Slot {
+  readonly worker: Worker;
+  /** Generations posted and not yet acknowledged, with who waits for them. */
+  readonly acks: Map<number, () => void>;
+  task: Task | undefined;
+  online: boolean;
+}
+
+export type WorkerState = 'starting' | 'idle' | 'busy';
+
+export class WorkerPool {
+  readonly #slots = new Set<Slot>();
+  readonly #queue: Task[] = [];
+  readonly #generations = new Map<RuntimeSnapshot, Generation>();
+  #nextGeneration = 1;
+  #nextTask = 1;
+  #closing = false;
+  #replaced = 0;
+  #slicesRun = 0;
+  #crashes = 0;
+  #stopListening: (() => void) | undefined;
+  readonly #drained: (() => void)[] = [];
+
+  constructor(
+    readonly size: number,
+    readonly execution: ExecutionService,
+    readonly cache: RuntimeCache,
+    readonly log: Logger,
+    readonly workerUrl: URL = new URL('./crypto-worker.js', import.meta.url),
+  ) {}
+
+  /** Starts the workers with the current snapshot; later snapshots follow them through the cache. */
+  start(): void {
+    this.#track(this.cache.current);
+    this.#stopListening = this.cache.onChange((next) => this.#publish(next));
+    for (let i = 0; i < this.size; i++) this.#spawn();
+  }
+
+  /** Workers by state, for svc_workers{state}. */
+  states(): Record<WorkerState, number> {
+    const out: Record<WorkerState, number> = { starting: 0, idle: 0, busy: 0 };
+    for (const slot of this.#slots) {
+      out[!slot.online || slot.acks.size > 0 ? 'starting' : slot.task ? 'busy' : 'idle']++;
+    }
+    return out;
+  }
+
+  /** Batch slices the workers completed since start. */
+  get slicesRun(): number {
+    return this.#slicesRun;
+  }
+
+  /** Workers that ended unexpectedly and were replaced since start. */
+  get replaced(): number {
+    return this.#replaced;
+  }
+
+  /**
+   * Runs a batch method over items: on the main thread when the batch is small, otherwise in slices on
+   * the workers, all under the snapshot current now. Results keep the request order.
+   */
+  async run(method: BatchMethod, items: readonly unknown[], size: (item: unknown) => number): Promise<unknown[]> {
+    const { execution } = this;
+    execution.checkBatchSize(items.length);
+    if (items.length < POOL_MIN_ITEMS || this.#closing) {
+      execution.snapshot();
+      return (execution[method] as (items: readonly unknown[]) => unknown[]).call(execution, items);
+    }
+    const out: unknown[] = [];
+    for (const done of await this.#sliced(method, items, size, undefined)) {
+      for (const outcome of done.outcomes ?? []) out.push(fromWire(outcome));
+    }
+    return out;
+  }
+
+  /**
+   * A JSON batch on the workers, each slice's results written as JSON text there (with the audit
+   * facts when `audit`); undefined when the batch is small enough for the main thread (then run()).
+   */
+  async runJson(
+    operation: BatchOperation,
+    method: BatchMethod,
+    items: readonly unknown[],
+    size: (item: unknown) => number,
+    audit: boolean,
+  ): Promise<JsonSlice[] | undefined> {
+    this.execution.checkBatchSize(items.length);
+    if (items.length < POOL_MIN_ITEMS || this.#closing) return undefined;
+    return (await this.#sliced(method, items, size, { operation, audit })).map((done) => done.json as JsonSlice);
+  }
+
+  async #sliced(
+    method: BatchMethod,
+    items: readonly unknown[],
+    size: (item: unknown) => number,
+    json: Run['json'],
+  ): Promise<Done[]> {
+    const generation = this.#track(this.execution.snapshot());
+    generation.users++;
+    try {
+      const slices: Promise<Done>[] = [];
+      let start = 0;
+      while (start < items.length) {
+        let end = start;
+        let bytes = 0;
+        while (end < items.length && end - start < SLICE_ITEMS && bytes < SLICE_DATA_BYTES) {
+          bytes += size(items[end]);
+          end++;
+        }
+        slices.push(this.#submit(generation, method, items.slice(start, end), json));
+        start = end;
+      }
+      return await Promise.all(slices);
+    } finally {
+      generation.users--;
+      this.#releaseUnused();
+    }
+  }
+
+  /** Ends the workers once the queue is empty (the listeners drained first, so nothing new arrives). */
+  async close(): Promise<void> {
+    this.#closing = true;
+    this.#stopListening?.();
+    if (this.#busy()) await new Promise<void>((resolve) => this.#drained.push(resolve));
+    await Promise.all([...this.#slots].map((slot) => slot.worker.terminate()));
+  }
+
+  /** Ends one worker abruptly, as a crash would (test hook, docs/workers.md). */
+  terminateOne(): void {
+    const slot = [...this.#slots].find((s) => s.online);
+    void slot?.worker.terminate();
+  }
+
+  #track(snapshot: RuntimeSnapshot): Generation {
+    let generation = this.#generations.get(snapshot);
+    if (!generation) {
+      generation = { number: this.#nextGeneration++, content: contentOf(snapshot), users: 0 };
+      this.#generations.set(snapshot, generation);
+    }
+    return generation;
+  }
+
+  /** A new current snapshot: posted to every worker; resolves once every live worker installed it. */
+  #publish(snapshot: RuntimeSnapshot): Promise<void> {
+    const generation = this.#track(snapshot);
+    this.#releaseUnused();
+    return Promise.all([...this.#slots].map((slot) => this.#send(slot, generation))).then(() => undefined);
+  }
+
+  #send(slot: Slot, generation: Generation): Promise<void> {
+    return new Promise<void>((resolve) => {
+      slot.acks.set(generation.number, resolve);
+      this.#post(slot, { type: 'snapshot', generation: generation.number, content: generation.content });
+    });
+  }
+
+  /** Generations neither current nor pinned by a batch are forgotten, here and in every worker. */
+  #releaseUnused(): void {
+    const released: number[] = [];
+    for (const [snapshot, generation] of this.#generations) {
+      if (snapshot === this.cache.current || generation.users > 0) continue;
+      this.#generations.delete(snapshot);
+      released.push(generation.number);
+    }
+    if (released.length === 0) return;
+    for (const slot of this.#slots) this.#post(slot, { type: 'release', generations: released });
+  }
+
+  #submit(generation: Generation, method: BatchMethod, items: unknown[], json: Run['json']): Promise<Done> {
+    return new Promise<Done>((resolve, reject) => {
+      this.#queue.push({ id: this.#nextTask++, generation, method, items, json, attempts: 0, resolve, reject });
+      this.#dispatch();
+    });
+  }
+
+  #busy(): boolean {
+    return this.#queue.length > 0 || [...this.#slots].some((slot) => slot.task !== undefined);
+  }
+
+  #dispatch(): void {
+    if (!this.#busy()) for (const resolve of this.#drained.splice(0)) resolve();
+    for (const slot of this.#slots) {
+      if (this.#queue.length === 0) return;
+      if (slot.task || !slot.online) continue;
+      const task = this.#queue.shift() as Task;
+      slot.task = task;
+      task.attempts++;
+      this.#post(slot, {
+        type: 'run',
+        task: task.id,
+        generation: task.generation.number,
+        method: task.method,
+        items: task.items,
+        json: task.json,
+      });
+    }
+  }
+
+  #post(slot: Slot, message: ToWorker): void {
+    slot.worker.postMessage(message);
+  }
+
+  #spawn(): void {
+    const init: WorkerInit = { limits: this.execution.limits };
+    const worker = new Worker(this.workerUrl, { workerData: init });
+    const slot: Slot = { worker, acks: new Map(), task: undefined, online: false };
+    this.#slots.add(slot);
+    // Every live generation first: messages arrive in order, so no slice can precede its snapshot.
+    for (const generation of this.#generations.values()) void this.#send(slot, generation);
+    worker.once('online', () => {
+      slot.online = true;
+      this.#crashes = 0;
+      this.#dispatch();
+    });
+    worker.on('message', (message: FromWorker) => this.#receive(slot, message));
+    worker.on('error', (error) => this.log.error({ err: error.message }, 'crypto worker failed'));
+    worker.once('exit', (code) => this.#exited(slot, code));
+  }
+
+  #receive(slot: Slot, message: FromWorker): void {
+    if (message.type === 'installed') {
+      slot.acks.get(message.generation)?.();
+      slot.acks.delete(message.generation);
+      return;
+    }
+    this.#merge(message.usage);
+    const task = slot.task;
+    if (!task || task.id !== message.task) return;
+    slot.task = undefined;
+    this.#slicesRun++;
+    if (message.type === 'done') task.resolve(message);
+    else task.reject(errors.internal());
+    this.#dispatch();
+  }
+
+  /** Worker counts land in the main thread's cells: their setters ask for reservations as before. */
+  #merge(usage: readonly UsageDelta[]): void {
+    for (const delta of usage) {
+      const cell = this.cache.counters.cell(delta.alias, delta.version);
+      if (delta.encryptions > 0) cell.encryptions += delta.encryptions;
+      cell.decryptions += delta.decryptions;
+    }
+  }
+
+  #exited(slot: Slot, code: number): void {
+    this.#slots.delete(slot);
+    // Whoever waited for this worker's acknowledgement need not wait: its replacement gets every snapshot.
+    for (const resolve of slot.acks.values()) resolve();
+    const task = slot.task;
+    if (this.#closing) {
+      task?.reject(errors.shuttingDown());
+      if (this.#slots.size === 0) for (const queued of this.#queue.splice(0)) queued.reject(errors.shuttingDown());
+      this.#dispatch();
+      return;
+    }
+    this.#replaced++;
+    this.#crashes++;
+    this.log.error({ code, inFlight: task !== undefined }, 'crypto worker ended: replacing it');
+    if (task) {
+      // A slice is safe to run again (nothing of it left the engine); twice lost, the batch fails.
+      if (task.attempts < 2) this.#queue.unshift(task);
+      else task.reject(errors.internal());
+    }
+    // Back off when workers keep ending (at most 5 s), so a crash loop does not spin a core.
+    const delay = Math.min(5_000, this.#crashes > 1 ? 100 * 2 ** (this.#crashes - 2) : 0);
+    setTimeout(() => {
+      if (!this.#closing) this.#spawn();
+    }, delay).unref();
+  }
+}
+
+function contentOf(snapshot: RuntimeSnapshot): SnapshotContent {
+  return {
+    policies: snapshot.policies,
+    keys: snapshot.keys,
+    runtimeVersion: snapshot.runtimeVersion,
+    destroyed: snapshot.destroyed,
+    minDecryptionVersions: snapshot.minDecryptionVersions,
+  };
+}
+
+function fromWire(outcome: unknown): unknown {
+  const item = outcome as Partial<WireFailure> & { plaintext?: Uint8Array };
+  if (item.ok === false && item.code !== undefined) {
+    return { ok: false, policyCode: item.policyCode, error: new EngineError(item.code as ErrorCode, item.message ?? '') };
+  }
+  if (item.plaintext instanceof Uint8Array && !Buffer.isBuffer(item.plaintext)) {
+    const { buffer, byteOffset, byteLength } = item.plaintext;
+    return { ...item, plaintext: Buffer.from(buffer, byteOffset, byteLength) };
+  }
+  return outcome;
+}
