@@ -6,10 +6,11 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { AuditSummary } from '../core/audit.js';
 import { EngineError } from '../core/errors.js';
 import { ExecutionService, type ItemOutcome } from '../core/execution-service.js';
-import { resultObject } from '../http/batch-results.js';
+import { encodeResultItems } from '../http/codecs/binary-frame.js';
+import { frameResults, resultObject } from '../http/batch-results.js';
 import { RuntimeSnapshot } from '../core/runtime-snapshot.js';
 import { UsageCounters } from '../core/usage-counters.js';
-import type { FromWorker, JsonSlice, ToWorker, UsageDelta, WorkerInit } from './protocol.js';
+import type { FrameSlice, FromWorker, JsonSlice, ToWorker, UsageDelta, WorkerInit } from './protocol.js';
 
 const port = parentPort;
 if (!port) throw new Error('crypto-worker.ts runs as a worker thread only');
@@ -64,8 +65,21 @@ function jsonSlice(
   return { text: parts.join(','), succeeded, audit };
 }
 
-function post(message: FromWorker): void {
-  port?.postMessage(message);
+/** A binary-frame batch slice as encoded result items, in memory of its own to transfer. */
+function frameSlice(
+  frame: NonNullable<Extract<ToWorker, { type: 'run' }>['frame']>,
+  outcomes: ItemOutcome[],
+  items: readonly unknown[],
+): FrameSlice {
+  const summary = frame.audit ? new AuditSummary(frame.operation) : undefined;
+  const results = frameResults(frame.operation, outcomes, items, summary);
+  let succeeded = 0;
+  for (const result of results) if (result.ok) succeeded++;
+  return { bytes: encodeResultItems(results), succeeded, audit: summary?.facts() };
+}
+
+function post(message: FromWorker, transfer: ArrayBuffer[] = []): void {
+  port?.postMessage(message, transfer);
 }
 
 port.on('message', (message: ToWorker) => {
@@ -97,7 +111,12 @@ port.on('message', (message: ToWorker) => {
         post({ type: 'done', task: message.task, json: jsonSlice(message.json, outcomes as ItemOutcome[], message.items), usage: usageSince() });
         return;
       }
-      post({ type: 'done', task: message.task, outcomes: outcomes.map(toWire), usage: usageSince() });
+      if (message.frame) {
+        const frame = frameSlice(message.frame, outcomes as ItemOutcome[], message.items);
+        post({ type: 'done', task: message.task, frame, usage: usageSince() }, [frame.bytes.buffer as ArrayBuffer]);
+      } else {
+        post({ type: 'done', task: message.task, outcomes: outcomes.map(toWire), usage: usageSince() });
+      }
       // postMessage copied them: this thread's copies of decrypted bytes are wiped at once.
       for (const outcome of outcomes) (outcome as { plaintext?: Buffer }).plaintext?.fill(0);
     }

@@ -35,6 +35,8 @@ export type ToWorker =
     readonly items: readonly unknown[];
     /** A JSON batch: answer with the slice's result objects as JSON text (and its audit facts when audited). */
     readonly json?: { readonly operation: BatchOperation; readonly audit: boolean };
+    /** A binary-frame batch: answer with the slice's result items encoded (and its audit facts when audited). */
+    readonly frame?: { readonly operation: BatchOperation; readonly audit: boolean };
   };
 
 /** An item's failure, as data. */
@@ -62,6 +64,8 @@ export type FromWorker =
     readonly outcomes?: readonly unknown[];
     /** For a JSON batch instead: the results as comma-separated JSON objects. */
     readonly json?: JsonSlice;
+    /** For a binary-frame batch instead: the result items, encoded. */
+    readonly frame?: FrameSlice;
     readonly usage: readonly UsageDelta[];
   }
   /** The slice threw as a whole (the generation was missing, or a bug): the batch fails with INTERNAL. */
@@ -70,6 +74,13 @@ export type FromWorker =
 /** A JSON batch slice's results, written by a worker. */
 export interface JsonSlice {
   readonly text: string;
+  readonly succeeded: number;
+  readonly audit?: AuditFacts;
+}
+
+/** A binary-frame batch slice's result items, encoded by a worker (transferred, not copied). */
+export interface FrameSlice {
+  readonly bytes: Uint8Array;
   readonly succeeded: number;
   readonly audit?: AuditFacts;
 }

@@ -15,10 +15,13 @@ import type { ExecutionService } from '../core/execution-service.js';
 import type { RuntimeCache } from '../core/runtime-cache.js';
 import type { RuntimeSnapshot, SnapshotContent } from '../core/runtime-snapshot.js';
 import type { BatchOperation } from '../http/batch-results.js';
-import type { BatchMethod, FromWorker, JsonSlice, ToWorker, UsageDelta, WireFailure, WorkerInit } from './protocol.js';
+import type { RawBytesItem } from '../core/execution-service.js';
+import type { BatchMethod, FrameSlice, FromWorker, JsonSlice, ToWorker, UsageDelta, WireFailure, WorkerInit } from './protocol.js';
 
 type Done = Extract<FromWorker, { type: 'done' }>;
 type Run = Extract<ToWorker, { type: 'run' }>;
+/** How a slice's results come back: as outcomes (neither), JSON text or frame items. */
+type Answer = Pick<Run, 'json' | 'frame'>;
 
 /** Items per slice and plaintext bytes per slice: the same bounds the in-thread path uses. */
 export const SLICE_ITEMS = 256;
@@ -42,7 +45,7 @@ interface Task {
   readonly generation: Generation;
   readonly method: BatchMethod;
   readonly items: readonly unknown[];
-  readonly json: Run['json'];
+  readonly answer: Answer;
   attempts: number;
   resolve(done: Done): void;
   reject(error: Error): void;
@@ -117,7 +120,7 @@ export class WorkerPool {
       return (execution[method] as (items: readonly unknown[]) => unknown[]).call(execution, items);
     }
     const out: unknown[] = [];
-    for (const done of await this.#sliced(method, items, size, undefined)) {
+    for (const done of await this.#sliced(method, items, size, {})) {
       for (const outcome of done.outcomes ?? []) out.push(fromWire(outcome));
     }
     return out;
@@ -136,14 +139,30 @@ export class WorkerPool {
   ): Promise<JsonSlice[] | undefined> {
     this.execution.checkBatchSize(items.length);
     if (items.length < POOL_MIN_ITEMS || this.#closing) return undefined;
-    return (await this.#sliced(method, items, size, { operation, audit })).map((done) => done.json as JsonSlice);
+    return (await this.#sliced(method, items, size, { json: { operation, audit } })).map((done) => done.json as JsonSlice);
+  }
+
+  /**
+   * A binary-frame batch on the workers, each slice's result items encoded there (with the audit facts
+   * when `audit`); undefined when the batch is small enough for the main thread (then run()).
+   */
+  async runFrame(
+    operation: BatchOperation,
+    method: BatchMethod,
+    items: readonly unknown[],
+    size: (item: unknown) => number,
+    audit: boolean,
+  ): Promise<FrameSlice[] | undefined> {
+    this.execution.checkBatchSize(items.length);
+    if (items.length < POOL_MIN_ITEMS || this.#closing) return undefined;
+    return (await this.#sliced(method, items, size, { frame: { operation, audit } })).map((done) => done.frame as FrameSlice);
   }
 
   async #sliced(
     method: BatchMethod,
     items: readonly unknown[],
     size: (item: unknown) => number,
-    json: Run['json'],
+    answer: Answer,
   ): Promise<Done[]> {
     const generation = this.#track(this.execution.snapshot());
     generation.users++;
@@ -157,7 +176,8 @@ export class WorkerPool {
           bytes += size(items[end]);
           end++;
         }
-        slices.push(this.#submit(generation, method, items.slice(start, end), json));
+        const slice = items.slice(start, end);
+        slices.push(this.#submit(generation, method, method === 'encryptBytesMany' ? compact(slice) : slice, answer));
         start = end;
       }
       return await Promise.all(slices);
@@ -216,9 +236,9 @@ export class WorkerPool {
     for (const slot of this.#slots) this.#post(slot, { type: 'release', generations: released });
   }
 
-  #submit(generation: Generation, method: BatchMethod, items: unknown[], json: Run['json']): Promise<Done> {
+  #submit(generation: Generation, method: BatchMethod, items: unknown[], answer: Answer): Promise<Done> {
     return new Promise<Done>((resolve, reject) => {
-      this.#queue.push({ id: this.#nextTask++, generation, method, items, json, attempts: 0, resolve, reject });
+      this.#queue.push({ id: this.#nextTask++, generation, method, items, answer, attempts: 0, resolve, reject });
       this.#dispatch();
     });
   }
@@ -241,7 +261,7 @@ export class WorkerPool {
         generation: task.generation.number,
         method: task.method,
         items: task.items,
-        json: task.json,
+        ...task.answer,
       });
     }
   }
@@ -317,6 +337,23 @@ export class WorkerPool {
       if (!this.#closing) this.#spawn();
     }, delay).unref();
   }
+}
+
+/**
+ * A frame's encrypt items are views into the whole request body, and posting a view copies the memory
+ * under it: each slice would carry the whole body. One buffer of just the slice's bytes goes instead.
+ */
+function compact(items: unknown[]): unknown[] {
+  const raw = items as RawBytesItem[];
+  let size = 0;
+  for (const item of raw) size += item.data.length;
+  const bytes = Buffer.allocUnsafeSlow(size);
+  let offset = 0;
+  return raw.map((item) => {
+    bytes.set(item.data, offset);
+    const data = bytes.subarray(offset, (offset += item.data.length));
+    return { ...item, data };
+  });
 }
 
 function contentOf(snapshot: RuntimeSnapshot): SnapshotContent {

@@ -141,27 +141,17 @@ export interface FrameTotals {
   readonly totalProcessingTime: number;
 }
 
-export function encodeResponseFrame(
-  operation: FrameOperation,
-  results: readonly FrameResult[],
-  totals: FrameTotals,
-): Buffer {
-  // Sized first, then written in place: no per-item buffers (ciphertexts are ASCII, written as latin1).
-  let size = RESPONSE_HEADER_LENGTH;
+function resultItemsSize(results: readonly FrameResult[]): number {
+  let size = 0;
   for (const r of results) {
     const data = r.ok ? r.data : r.error.message;
     size += 10 + Buffer.byteLength(r.policyCode ?? '', 'utf8') + (typeof data === 'string' ? Buffer.byteLength(data, r.ok ? 'latin1' : 'utf8') : data.length);
   }
-  const out = Buffer.allocUnsafe(size);
-  MAGIC.copy(out, 0);
-  out.writeUInt8(FRAME_VERSION, 4);
-  out.writeUInt8(RESULT_OPERATION[operation], 5);
-  out.writeUInt16BE(0, 6);
-  out.writeUInt32BE(results.length, 8);
-  out.writeUInt32BE(totals.totalSuccess, 12);
-  out.writeUInt32BE(totals.totalFailed, 16);
-  out.writeUInt32BE(Math.min(totals.totalProcessingTime, 0xffff_ffff), 20);
-  let o = RESPONSE_HEADER_LENGTH;
+  return size;
+}
+
+function writeResultItems(results: readonly FrameResult[], out: Buffer, offset: number): number {
+  let o = offset;
   for (const r of results) {
     o = out.writeUInt16BE(r.ok ? ITEM_SUCCESS : ITEM_FAILURE, o);
     o = out.writeUInt16BE(r.ok ? 0 : r.error.status, o);
@@ -176,6 +166,58 @@ export function encodeResponseFrame(
       dataLength = data.length;
     }
     o = out.writeUInt32BE(dataLength, o) + dataLength;
+  }
+  return o;
+}
+
+function writeResponseHeader(out: Buffer, operation: FrameOperation, count: number, totals: FrameTotals): void {
+  MAGIC.copy(out, 0);
+  out.writeUInt8(FRAME_VERSION, 4);
+  out.writeUInt8(RESULT_OPERATION[operation], 5);
+  out.writeUInt16BE(0, 6);
+  out.writeUInt32BE(count, 8);
+  out.writeUInt32BE(totals.totalSuccess, 12);
+  out.writeUInt32BE(totals.totalFailed, 16);
+  out.writeUInt32BE(Math.min(totals.totalProcessingTime, 0xffff_ffff), 20);
+}
+
+export function encodeResponseFrame(
+  operation: FrameOperation,
+  results: readonly FrameResult[],
+  totals: FrameTotals,
+): Buffer {
+  // Sized first, then written in place: no per-item buffers (ciphertexts are ASCII, written as latin1).
+  const out = Buffer.allocUnsafe(RESPONSE_HEADER_LENGTH + resultItemsSize(results));
+  writeResponseHeader(out, operation, results.length, totals);
+  writeResultItems(results, out, RESPONSE_HEADER_LENGTH);
+  return out;
+}
+
+/**
+ * A slice of result items as they appear in a response frame, in memory of its own (not Node's shared
+ * pool) so a crypto worker can transfer it to the main thread without copying (docs/workers.md).
+ */
+export function encodeResultItems(results: readonly FrameResult[]): Buffer {
+  const out = Buffer.allocUnsafeSlow(resultItemsSize(results));
+  writeResultItems(results, out, 0);
+  return out;
+}
+
+/** A response frame from slices of result items (encodeResultItems), in order. */
+export function joinResponseFrame(
+  operation: FrameOperation,
+  count: number,
+  slices: readonly Uint8Array[],
+  totals: FrameTotals,
+): Buffer {
+  let size = RESPONSE_HEADER_LENGTH;
+  for (const slice of slices) size += slice.length;
+  const out = Buffer.allocUnsafe(size);
+  writeResponseHeader(out, operation, count, totals);
+  let o = RESPONSE_HEADER_LENGTH;
+  for (const slice of slices) {
+    out.set(slice, o);
+    o += slice.length;
   }
   return out;
 }

@@ -3,21 +3,10 @@
 import { Readable } from 'node:stream';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { errors } from '../../core/errors.js';
-import {
-  type DecryptedBytes,
-  ExecutionService,
-  type ItemFailure,
-  type ItemOutcome,
-  type RawBytesItem,
-} from '../../core/execution-service.js';
-import type { BatchMethod, JsonSlice } from '../../workers/protocol.js';
-import {
-  BINARY_FRAME_TYPE,
-  decodeRequestFrame,
-  encodeResponseFrame,
-  type FrameResult,
-} from '../codecs/binary-frame.js';
-import { type BatchOperation, originalData, resultObject } from '../batch-results.js';
+import { ExecutionService, type ItemOutcome, type RawBytesItem } from '../../core/execution-service.js';
+import type { BatchMethod, FrameSlice, JsonSlice } from '../../workers/protocol.js';
+import { BINARY_FRAME_TYPE, decodeRequestFrame, encodeResponseFrame, joinResponseFrame } from '../codecs/binary-frame.js';
+import { type BatchOperation, frameResults, originalData, resultObject } from '../batch-results.js';
 import { accepts, mediaType } from '../content-type.js';
 import { BatchResponse, batchBody, DecryptBody, EncryptBody, errorResponses } from '../schemas.js';
 
@@ -105,7 +94,18 @@ export interface BatchRunner {
     size: (item: unknown) => number,
     audit: boolean,
   ): Promise<JsonSlice[] | undefined>;
+  /** A binary-frame batch whose result items are encoded where they are made; undefined: use run(). */
+  runFrame?(
+    operation: BatchOperation,
+    method: BatchMethod,
+    items: readonly unknown[],
+    size: (item: unknown) => number,
+    audit: boolean,
+  ): Promise<FrameSlice[] | undefined>;
 }
+
+/** The execution service method behind each binary-frame endpoint. */
+const FRAME_METHODS = { encrypt: 'encryptBytesMany', decrypt: 'decryptBytesMany', rewrap: 'rewrapCiphertexts' } as const;
 
 const itemSize = (item: unknown) => originalData(item)?.length ?? 0;
 
@@ -175,24 +175,21 @@ export async function frameBatch(
   request: FastifyRequest,
 ): Promise<Buffer> {
   const frame = decodeRequestFrame(body, operation, execution.limits.maxBatchItems);
-  let results: FrameResult[];
-  if (frame.operation === 'decrypt') {
-    const decrypted = (await batches.run('decryptBytesMany', frame.items, (item) => (item as string).length)) as (
-      | DecryptedBytes
-      | ItemFailure
-    )[];
-    request.auditSummary?.addAll(
-      decrypted.map((r) => ('plaintext' in r ? { ok: true, policyCode: r.policyCode } : r)),
-      frame.items,
-    );
-    results = decrypted.map((r) => ('plaintext' in r ? { ok: true, policyCode: r.policyCode, data: r.plaintext } : r));
-  } else if (frame.operation === 'encrypt') {
-    results = (await batches.run('encryptBytesMany', frame.items, (item) => (item as RawBytesItem).data.length)) as ItemOutcome[];
-    request.auditSummary?.addAll(results);
-  } else {
-    results = (await batches.run('rewrapCiphertexts', frame.items, (item) => (item as string).length)) as ItemOutcome[];
-    request.auditSummary?.addAll(results, frame.items);
+  const method = FRAME_METHODS[frame.operation];
+  const size = frame.operation === 'encrypt' ? (item: unknown) => (item as RawBytesItem).data.length : (item: unknown) => (item as string).length;
+  const summary = request.auditSummary;
+  const slices = await batches.runFrame?.(operation, method, frame.items, size, summary !== null);
+  if (slices) {
+    let totalSuccess = 0;
+    for (const slice of slices) {
+      totalSuccess += slice.succeeded;
+      if (slice.audit) summary?.merge(slice.audit);
+    }
+    const totals = { totalSuccess, totalFailed: frame.items.length - totalSuccess, totalProcessingTime: elapsedMs(start) };
+    return joinResponseFrame(operation, frame.items.length, slices.map((s) => s.bytes), totals);
   }
+  const outcomes = (await batches.run(method, frame.items, size)) as ItemOutcome[];
+  const results = frameResults(operation, outcomes, frame.items, summary);
   const totalSuccess = results.filter((r) => r.ok).length;
   return encodeResponseFrame(operation, results, {
     totalSuccess,
