@@ -66,8 +66,8 @@ BEGIN
   RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, DETAIL = coalesce(detail, ''), HINT = coalesce(hint, '');
 END
 $body$$f$, target_schema);
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__raise(text, text, text, text) FROM PUBLIC', target_schema);
-  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__raise(text, text, text, text) TO svc_user', target_schema);
+  -- Called by the plv8 bridge, which runs as the owner of the functions: nobody else needs it.
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__raise(text, text, text, text) FROM PUBLIC, svc_user', target_schema);
   IF bridge = 'dblink' THEN
     SELECT pg_catalog.quote_ident(n.nspname) INTO dblink_schema
       FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'dblink';

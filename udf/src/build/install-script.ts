@@ -228,7 +228,8 @@ export function bridgeBlock(mode: InstallMode, sources: BridgeSources): string {
 ${chooseSchemaAndBridge(mode)}
 ${roleAndSchema(mode)}
   EXECUTE format(${dollarQuote(RAISE_HELPER, 'f')}, target_schema);
-${grants([helper])}
+  -- Called by the plv8 bridge, which runs as the owner of the functions: nobody else needs it.
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.${helper.name}(${helper.identity}) FROM PUBLIC, ${ROLE}', target_schema);
   IF bridge = 'dblink' THEN
 ${dblinkInstall(dollarQuote)}
   ELSE
