@@ -3,12 +3,13 @@
 // take it as an argument are executable by their owner alone. Everything the application does runs as an
 // ordinary LOGIN role (NOSUPERUSER, granted svc_user) against a real PostgreSQL and a real engine, while a
 // TCP listener standing in for another address must receive nothing.
+import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { IMPLS } from '../../udf/src/build/sql-surface.js';
 import { type RunningEngine, startEngine } from '../src/engine-process.js';
 import { createDatabase, dropDatabase, withClient } from '../src/postgres-harness.js';
-import { applyMigrations, setEngineServer } from '../src/sql-install.js';
+import { applyMigrations, migrationPaths, setEngineServer } from '../src/sql-install.js';
 import { POLICIES, testBootstrap } from '../src/test-policies.js';
 import { startTrap, type TrapListener } from '../src/trap-listener.js';
 
@@ -144,6 +145,34 @@ describe('the engine address belongs to the DBA', () => {
       expect(info.runtime).not.toBeNull();
       expect(JSON.stringify(info)).not.toContain(TENANT);
     });
+  });
+});
+
+describe('upgrading an install that read svc.engine_url', () => {
+  it('re-applying the migration takes EXECUTE on the internal functions from svc_user and names the obsolete setting', async () => {
+    const signature = (f: (typeof IMPLS)[number]) => `${f.name}(${f.identity})`;
+    const notices: string[] = [];
+    await asAdmin(async (c) => {
+      // What earlier installs left: the internal functions granted to svc_user, the address in a setting.
+      for (const f of IMPLS) await c.query(`GRANT EXECUTE ON FUNCTION ${signature(f)} TO svc_user`);
+      await c.query(`ALTER DATABASE ${DB} SET svc.engine_url = 'http://127.0.0.1:1'`);
+    });
+    try {
+      await asAdmin(async (c) => {
+        c.on('notice', (n) => notices.push(n.message ?? ''));
+        for (const path of migrationPaths()) await c.query(readFileSync(path, 'utf8'));
+      });
+      await asAdmin(async (c) => {
+        for (const f of IMPLS) {
+          const granted = (await c.query<Row>('SELECT has_function_privilege($1, $2, \'EXECUTE\') AS g', ['svc_user', signature(f)])).rows[0]?.g;
+          expect(granted, f.name).toBe(false);
+        }
+      });
+      expect(notices.some((n) => n.includes('svc.engine_url is no longer read'))).toBe(true);
+      await asApp((c) => roundTrip(c, 'after the upgrade'));
+    } finally {
+      await asAdmin((c) => c.query(`ALTER DATABASE ${DB} RESET svc.engine_url`));
+    }
   });
 });
 
