@@ -960,7 +960,8 @@ $js$,
     COMMENT ON FOREIGN DATA WRAPPER svc_bridge_fdw IS 'holds the engine address of the svc bridge: CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw OPTIONS (url ...); see docs/sql.md';
   END IF;
   IF EXISTS (SELECT FROM pg_catalog.pg_db_role_setting d, pg_catalog.unnest(d.setconfig) AS c(setting)
-              WHERE c.setting LIKE 'svc.engine\_url=%') THEN
+              WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))
+                AND c.setting LIKE 'svc.engine\_url=%') THEN
     RAISE NOTICE 'svc bridge: svc.engine_url is no longer read; the engine address is the option url of the foreign server svc_engine'
       USING HINT = 'CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw OPTIONS (url ''http://...''), then ALTER DATABASE ... RESET svc.engine_url; see docs/sql.md.';
   END IF;
