@@ -195,6 +195,9 @@ describe('a missing or wrong server', () => {
     expect(missing).toMatchObject({ code: 'SV003' });
     expect(missing.message).toContain('the foreign server svc_engine that holds the engine address does not exist');
     expect(missing.hint).toContain('CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw');
+    // CONTEXT names the function, not the bridge's Python frames.
+    expect(missing.where).toContain('PL/Python function "svc__encrypt"');
+    expect(missing.where).not.toMatch(/in settings|in run_one/);
 
     const other = await withServer(
       "DROP SERVER svc_engine CASCADE; CREATE FOREIGN DATA WRAPPER svc_other_fdw; CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_other_fdw OPTIONS (host 'x')",

@@ -983,34 +983,55 @@ $js$,
       USING HINT = 'CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw OPTIONS (url ''http://127.0.0.1:8080''); see docs/sql.md.';
   END IF;
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt(data text, policy_code text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.encrypt(cfg, data, policy_code)$py$
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.encrypt(cfg, data, policy_code)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
                                        ELSE js_prelude || $js$return b.encrypt(cfg, data, policy_code);$js$ END);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt(text, text, text[]) FROM PUBLIC, svc_user', target_schema);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_by_name(data text, policy_name text, policy_version integer, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$if data is None or policy_name is None:
-    return None
-return b.encrypt_by_name(cfg, data, policy_name, policy_version)$py$
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    if data is None or policy_name is None:
+        return None
+    return b.encrypt_by_name(cfg, data, policy_name, policy_version)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
                                        ELSE js_prelude || $js$if (data === null || policy_name === null) return null;
 return b.encryptByName(cfg, data, policy_name, policy_version);$js$ END);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt_by_name(text, text, integer, text[]) FROM PUBLIC, svc_user', target_schema);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt(data text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.decrypt(cfg, data)$py$
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.decrypt(cfg, data)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
                                        ELSE js_prelude || $js$return b.decrypt(cfg, data);$js$ END);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__decrypt(text, text[]) FROM PUBLIC, svc_user', target_schema);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_array(data text[], policy_code text, cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.encrypt_array(cfg, data, policy_code)$py$
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.encrypt_array(cfg, data, policy_code)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
                                        ELSE js_prelude || $js$return b.encryptArray(cfg, data, policy_code);$js$ END);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt_array(text[], text, text[]) FROM PUBLIC, svc_user', target_schema);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt_array(data text[], cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.decrypt_array(cfg, data)$py$
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.decrypt_array(cfg, data)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
                                        ELSE js_prelude || $js$return b.decryptArray(cfg, data);$js$ END);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__decrypt_array(text[], text[]) FROM PUBLIC, svc_user', target_schema);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__health(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.health(cfg)$py$
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.health(cfg)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
                                        ELSE js_prelude || $js$return JSON.parse(b.health(cfg));$js$ END);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__health(text[]) FROM PUBLIC, svc_user', target_schema);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__engine_info(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.engine_info(cfg)$py$
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.engine_info(cfg)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
                                        ELSE js_prelude || $js$return JSON.parse(b.engineInfo(cfg));$js$ END);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__engine_info(text[]) FROM PUBLIC, svc_user', target_schema);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',

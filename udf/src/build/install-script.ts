@@ -140,12 +140,25 @@ export function javascriptPrelude(sources: BridgeSources): string {
 
 const PINNED = 'SET search_path = pg_catalog, pg_temp';
 
+/**
+ * An internal function's Python statements, with the bridge's own errors (plpy.error raises plpy.Error)
+ * raised again without their traceback: PL/Python prints an error's traceback into CONTEXT, and the
+ * bridge's frames tell a user of svc_encrypt nothing. Other exceptions (a cancel) pass as they are.
+ */
+function pythonBody(python: string): string {
+  const indented = python
+    .split('\n')
+    .map((line) => `    ${line}`)
+    .join('\n');
+  return `try:\n${indented}\nexcept plpy.Error as e:\n    raise e.with_traceback(None)`;
+}
+
 function createFunctions(): string {
   const lines: string[] = [];
   for (const f of IMPLS) {
     lines.push(
       `  EXECUTE format('CREATE OR REPLACE FUNCTION %I.${f.name}(${f.args}) RETURNS ${f.returns} LANGUAGE %s VOLATILE PARALLEL SAFE ${PINNED} AS %L',`,
-      `    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || ${dollarQuote(f.python, 'py')}`,
+      `    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || ${dollarQuote(pythonBody(f.python), 'py')}`,
       `                                       ELSE js_prelude || ${dollarQuote(f.javascript, 'js')} END);`,
       // They take the engine address as an argument: only their owner (through the wrappers) calls them.
       // svc_user is named too because installs before the address moved to the server granted it EXECUTE.
