@@ -416,12 +416,12 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_array(text, text, text[])', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:85f390cbb85a')
+  py_prelude := replace($py$b = GD.get('svc_bridge:074d09da9021')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:85f390cbb85a'] = m.Bridge(plpy)
+    b = GD['svc_bridge:074d09da9021'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into requests to the
 # engine's JSON batch endpoints. It is loaded once per backend (the generated SQL executes this source
@@ -430,8 +430,9 @@ $py$, '@MODULE_B64@',
 # SQLSTATE (docs/sql.md). It never puts data values into messages.
 #
 # The engine address (the options of the foreign server svc_engine, the DBA's) and the svc.* settings
-# arrive as an argument (`cfg`, read by the SECURITY DEFINER SQL wrapper) rather than through plpy.execute, because PL/Python runs every plpy.execute in a subtransaction and parallel
-# workers cannot start one; for the same reason only a non-worker backend polls for interrupts.
+# arrive as an argument (`cfg`, read by the SECURITY DEFINER SQL wrapper) rather than through plpy.execute,
+# because PL/Python runs every plpy.execute in a subtransaction and parallel workers cannot start one; for
+# the same reason only a non-worker backend polls for interrupts.
 import http.client
 import json
 import select

@@ -5,8 +5,9 @@
 # SQLSTATE (docs/sql.md). It never puts data values into messages.
 #
 # The engine address (the options of the foreign server svc_engine, the DBA's) and the svc.* settings
-# arrive as an argument (`cfg`, read by the SECURITY DEFINER SQL wrapper) rather than through plpy.execute, because PL/Python runs every plpy.execute in a subtransaction and parallel
-# workers cannot start one; for the same reason only a non-worker backend polls for interrupts.
+# arrive as an argument (`cfg`, read by the SECURITY DEFINER SQL wrapper) rather than through plpy.execute,
+# because PL/Python runs every plpy.execute in a subtransaction and parallel workers cannot start one; for
+# the same reason only a non-worker backend polls for interrupts.
 import http.client
 import json
 import select
