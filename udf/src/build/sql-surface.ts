@@ -57,7 +57,7 @@ export const BRIDGE_FDW = 'svc_bridge_fdw';
  * foreign-data wrapper]. The address comes from the server's options (url, ops_url), never from a setting;
  * the wrapper's name lets the bridge tell a missing server (NULL) from one made for another bridge. The
  * tenant id comes from the user mapping of the wrapper's owner (current_user in a SECURITY DEFINER
- * function); pg_user_mappings shows its options to nobody else.
+ * function); pg_user_mappings shows its options to that role and superusers only.
  */
 export function cfgSql(operations: boolean): string {
   const option = (name: string) => `pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = '${name}')`;
