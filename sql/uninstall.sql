@@ -1,23 +1,35 @@
 -- Generated from udf/ by `npm run sql -w udf`; do not edit by hand (a test compares this file with the generator).
 -- Removes everything the migrations installed from the schema named by svc.install_schema (default public),
 -- the schema itself when the install created it and it is empty, and the role svc_user when no database
--- still refers to it. The procedural language stays (other code may use it). One DO statement.
+-- still refers to it. The procedural language stays (other code may use it), and so does the foreign server
+-- svc_engine (the DBA's); the foreign-data wrapper svc_bridge_fdw goes when no server uses it. One DO statement.
 DO $svc_uninstall$
 DECLARE
   target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');
-  dblink_function regprocedure;
+  ext_function regprocedure;
 BEGIN
   IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'svc_bridge') THEN
     RAISE EXCEPTION 'svc bridge: installed as an extension here; use DROP EXTENSION svc_bridge' USING ERRCODE = 'SV003';
   END IF;
   IF to_regprocedure(format('%I.svc__dblink_one(text, text)', target_schema)) IS NOT NULL THEN
-    FOR dblink_function IN
+    FOR ext_function IN
       SELECT p.oid::regprocedure FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
         JOIN pg_catalog.pg_proc p ON p.oid = d.objid
        WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass AND e.extname = 'dblink'
-         AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e' AND p.proname <> 'dblink_connect_u'
+         AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e' AND p.proname NOT IN ('dblink_connect_u')
     LOOP
-      EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', dblink_function);
+      EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', ext_function);
+    END LOOP;
+  END IF;
+  IF EXISTS (SELECT FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+              WHERE p.proname = 'svc__encrypt' AND p.pronamespace = to_regnamespace(target_schema) AND l.lanname = 'plv8') THEN
+    FOR ext_function IN
+      SELECT p.oid::regprocedure FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+        JOIN pg_catalog.pg_proc p ON p.oid = d.objid
+       WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass AND e.extname = 'http'
+         AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e'
+    LOOP
+      EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', ext_function);
     END LOOP;
   END IF;
   EXECUTE format('DROP PROCEDURE IF EXISTS %1$I.svc_encrypt_column(regclass, name, text, integer, name)', target_schema);
@@ -45,6 +57,17 @@ BEGIN
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_many(text, text, integer, integer)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_array(text, text, text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__raise(text, text, text, text)', target_schema);
+  -- The server svc_engine is the DBA's (it may serve an install in another schema): it stays, and with
+  -- it the wrapper it needs; an unused wrapper goes.
+  IF EXISTS (SELECT FROM pg_catalog.pg_foreign_data_wrapper WHERE fdwname = 'svc_bridge_fdw') THEN
+    IF EXISTS (SELECT FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+                WHERE w.fdwname = 'svc_bridge_fdw') THEN
+      RAISE NOTICE 'svc bridge: foreign-data wrapper svc_bridge_fdw kept, a server uses it'
+        USING HINT = 'DROP SERVER svc_engine CASCADE; DROP FOREIGN DATA WRAPPER svc_bridge_fdw; when no install uses them.';
+    ELSE
+      DROP FOREIGN DATA WRAPPER svc_bridge_fdw;
+    END IF;
+  END IF;
   IF target_schema <> 'public' AND to_regnamespace(target_schema) IS NOT NULL THEN
     EXECUTE format('REVOKE USAGE ON SCHEMA %I FROM svc_user', target_schema);
     IF pg_catalog.obj_description(to_regnamespace(target_schema), 'pg_namespace') LIKE 'created by the svc bridge install%'

@@ -35,6 +35,34 @@ export async function uninstall(url: string, settings: Record<string, string> = 
   });
 }
 
+export interface EngineAddress {
+  /** The execution API, `http://host:port`. */
+  readonly url: string;
+  /** The operations API when it has its own listener; svc_engine_info() reads the runtime info there. */
+  readonly opsUrl?: string;
+  /** The operations API's tenant id, in the user mapping of the role that owns the functions. */
+  readonly tenantId?: string;
+}
+
+/**
+ * Points the PL/Python and plv8 bridges of a database at an engine the way docs/sql.md tells the DBA to:
+ * (re)creates the foreign server svc_engine on svc_bridge_fdw, as the superuser of `url` (who applied the
+ * migrations and so owns the functions), with a user mapping carrying the tenant id when given.
+ */
+export async function setEngineServer(url: string, address: EngineAddress): Promise<void> {
+  await withClient(url, async (client) => {
+    const options = [`url ${client.escapeLiteral(address.url)}`];
+    if (address.opsUrl) options.push(`ops_url ${client.escapeLiteral(address.opsUrl)}`);
+    await client.query('DROP SERVER IF EXISTS svc_engine CASCADE');
+    await client.query(`CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw OPTIONS (${options.join(', ')})`);
+    if (address.tenantId) {
+      await client.query(
+        `CREATE USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (tenant_id ${client.escapeLiteral(address.tenantId)})`,
+      );
+    }
+  });
+}
+
 async function setAll(client: pg.Client, settings: Record<string, string>): Promise<void> {
   for (const [name, value] of Object.entries(settings)) {
     await client.query('SELECT set_config($1, $2, false)', [name, value]);

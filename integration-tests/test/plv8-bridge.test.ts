@@ -11,8 +11,13 @@ const CIPHERTEXT = /^hub:[A-Za-z0-9_.-]{1,128}:[A-Za-z0-9_-]+$/;
 
 let engine: RunningEngine;
 let shim: Plv8Shim;
-/** The settings array the SQL wrappers pass: [engine_url, timeout_ms, batch_size, tenant_id]. */
+/** The array the SQL wrappers pass: [url, timeout_ms, batch_size, tenant_id, ops_url, foreign-data wrapper]. */
 let cfg: Array<string | null>;
+
+/** cfg for a server svc_engine on svc_bridge_fdw with this url (and settings). */
+function at(url: string | null, timeoutMs: string | null = null, batchSize: string | null = null, opsUrl: string | null = null) {
+  return [url, timeoutMs, batchSize, null, opsUrl, 'svc_bridge_fdw'];
+}
 
 function failure(run: () => unknown): ShimError {
   try {
@@ -26,7 +31,7 @@ function failure(run: () => unknown): ShimError {
 beforeAll(async () => {
   engine = await startEngine({ bootstrap: testBootstrap() });
   shim = startPlv8Shim();
-  cfg = [engine.url, null, null, null];
+  cfg = at(engine.url);
 });
 
 afterAll(async () => {
@@ -59,7 +64,7 @@ describe('plv8 bridge under the shim', () => {
     const values = Array.from({ length: 20 }, (_, i) => (i % 5 === 0 ? null : `v${i}`));
     const requests = () => shim.executed.filter((sql) => sql.includes('http_request')).length;
     const before = requests();
-    const enc = shim.call('svc__encrypt_array', values, POLICIES.random, [engine.url, null, '4', null]) as Array<
+    const enc = shim.call('svc__encrypt_array', values, POLICIES.random, at(engine.url, null, '4')) as Array<
       string | null
     >;
     // 16 non-NULL values in requests of 4.
@@ -80,25 +85,34 @@ describe('plv8 bridge under the shim', () => {
     expect(inArray).toMatchObject({ sqlerrcode: 'SV001', detail: 'item 1 of 2' });
   });
 
-  it('raises SV003 for a missing or invalid setting', () => {
-    expect(failure(() => shim.call('svc__encrypt', 'x', POLICIES.random, [null, null, null, null]))).toMatchObject({
+  it('raises SV003 for a missing or wrong server, a missing or invalid address, and an invalid setting', () => {
+    expect(failure(() => shim.call('svc__encrypt', 'x', POLICIES.random, null))).toMatchObject({
       sqlerrcode: 'SV003',
-      message: 'svc.engine_url is not set',
+      message: 'the foreign server svc_engine that holds the engine address does not exist',
     });
-    expect(failure(() => shim.call('svc__encrypt', 'x', POLICIES.random, [engine.url, '-5', null, null]))).toMatchObject({
+    expect(failure(() => shim.call('svc__encrypt', 'x', POLICIES.random, [engine.url, null, null, null, null, 'dblink_fdw']))).toMatchObject({
+      sqlerrcode: 'SV003',
+      message: 'the foreign server svc_engine is on the foreign-data wrapper dblink_fdw, not svc_bridge_fdw',
+    });
+    expect(failure(() => shim.call('svc__encrypt', 'x', POLICIES.random, at(null)))).toMatchObject({
+      sqlerrcode: 'SV003',
+      message: 'the foreign server svc_engine has no option url',
+    });
+    expect(failure(() => shim.call('svc__encrypt', 'x', POLICIES.random, at(engine.url, '-5')))).toMatchObject({
       sqlerrcode: 'SV003',
       message: 'svc.timeout_ms must be an integer from 1 to 3600000, got "-5"',
     });
-    expect(failure(() => shim.call('svc__decrypt', 'x', ['localhost:1', null, null, null])).sqlerrcode).toBe('SV003');
+    expect(failure(() => shim.call('svc__decrypt', 'x', at('localhost:1'))).sqlerrcode).toBe('SV003');
+    expect(failure(() => shim.call('svc__engine_info', at(engine.url, null, null, 'ops:1'))).sqlerrcode).toBe('SV003');
   });
 
   it('raises SV002 when the engine is down or does not answer within svc.timeout_ms', async () => {
-    const down = failure(() => shim.call('svc__encrypt', 'x', POLICIES.random, ['http://127.0.0.1:1', null, null, null]));
+    const down = failure(() => shim.call('svc__encrypt', 'x', POLICIES.random, at('http://127.0.0.1:1')));
     expect(down.sqlerrcode).toBe('SV002');
     expect(down.message).toContain('engine at http://127.0.0.1:1 is unreachable');
     const silent = await startSilentServerProcess();
     try {
-      const slow = failure(() => shim.call('svc__encrypt', 'x', POLICIES.random, [silent.url, '300', null, null]));
+      const slow = failure(() => shim.call('svc__encrypt', 'x', POLICIES.random, at(silent.url, '300')));
       expect(slow).toMatchObject({
         sqlerrcode: 'SV002',
         message: `engine at ${silent.url} did not answer within svc.timeout_ms (300 ms)`,
@@ -110,9 +124,11 @@ describe('plv8 bridge under the shim', () => {
 
   it('reports health and engine info', () => {
     expect(shim.call('svc__health', cfg)).toMatchObject({ status: 'UP' });
-    expect(shim.call('svc__engine_info', [engine.url, '1234', '77', null])).toMatchObject({
+    expect(shim.call('svc__engine_info', at(engine.url, '1234', '77', engine.opsUrl))).toMatchObject({
       bridge: 'plv8',
+      engineServer: 'svc_engine',
       engineUrl: engine.url,
+      opsUrl: engine.opsUrl,
       timeoutMs: 1234,
       batchSize: 77,
       health: { status: 'UP' },

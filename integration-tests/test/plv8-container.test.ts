@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type RunningEngine, startEngine } from '../src/engine-process.js';
 import { detectContainerRuntime, REPO_ROOT, type RunningPostgres, startContainer, withClient } from '../src/postgres-harness.js';
-import { applyMigrations } from '../src/sql-install.js';
+import { applyMigrations, setEngineServer } from '../src/sql-install.js';
 import { POLICIES, testBootstrap } from '../src/test-policies.js';
 
 const runtime = await detectContainerRuntime();
@@ -46,8 +46,8 @@ describe('plv8 bridge end to end in a container', () => {
     });
     const url = postgres.adminUrl;
     await applyMigrations(url, { 'svc.bridge': 'plv8' });
+    await setEngineServer(url, { url: `http://host.testcontainers.internal:${engine.port}` });
     await withClient(url, async (c) => {
-      await c.query(`SET svc.engine_url = 'http://host.testcontainers.internal:${engine?.port}'`);
       const lang = (await c.query("SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.proname = 'svc__encrypt'")).rows[0]?.lanname;
       expect(lang).toBe('plv8');
       const enc = (await c.query('SELECT svc_encrypt($1, $2) AS c', ['through plv8', POLICIES.random])).rows[0]?.c;

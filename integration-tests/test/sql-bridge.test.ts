@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type RunningEngine, startEngine } from '../src/engine-process.js';
 import { type FaultProxy, startFaultProxy } from '../src/fault-proxy.js';
 import { createDatabase, dropDatabase, withClient } from '../src/postgres-harness.js';
-import { applyMigrations } from '../src/sql-install.js';
+import { applyMigrations, setEngineServer } from '../src/sql-install.js';
 import { POLICIES, POLICY_NAME, testBootstrap } from '../src/test-policies.js';
 
 const adminUrl = inject('databaseUrl');
@@ -19,7 +19,7 @@ let proxy: FaultProxy;
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- result rows are whatever the SQL selects; the assertions check them.
 type Row = Record<string, any>;
 
-/** Runs statements on a fresh session (the database's settings point it at the engine, through the proxy). */
+/** Runs statements on a fresh session (the server svc_engine points the bridge at the engine, through the proxy). */
 async function sql(text: string, params: unknown[] = []): Promise<Row[]> {
   return withClient(url, async (c) => (await c.query<Row>(text, params)).rows);
 }
@@ -50,7 +50,7 @@ beforeAll(async () => {
   proxy = await startFaultProxy(engine.url);
   url = await createDatabase(adminUrl, DB);
   await applyMigrations(url);
-  await withClient(url, (c) => c.query(`ALTER DATABASE ${DB} SET svc.engine_url = '${proxy.url}'`));
+  await setEngineServer(url, { url: proxy.url });
 });
 
 afterAll(async () => {
@@ -232,15 +232,7 @@ describe('errors', () => {
     expect(error.detail).toBe('item 1 of 2');
   });
 
-  it('a missing or invalid setting raises SV003 naming it', async () => {
-    const missing = await sqlError(async (c) => {
-      await c.query('RESET svc.engine_url');
-      await c.query("SET svc.engine_url = ''");
-      await c.query("SELECT svc_encrypt('x', 'PII_EMAIL')");
-    });
-    expect(missing.code).toBe('SV003');
-    expect(missing.message).toContain('svc.engine_url is not set');
-    expect(missing.hint).toContain('ALTER DATABASE');
+  it('an invalid setting raises SV003 naming it', async () => {
     const badTimeout = await sqlError(async (c) => {
       await c.query("SET svc.timeout_ms = 'soon'");
       await c.query("SELECT svc_encrypt('x', 'PII_EMAIL')");
@@ -252,15 +244,11 @@ describe('errors', () => {
       await c.query("SELECT svc_encrypt(ARRAY['x'], 'PII_EMAIL')");
     });
     expect(badBatch.code).toBe('SV003');
-    const badUrl = await sqlError(async (c) => {
-      await c.query("SET svc.engine_url = 'localhost:8080'");
-      await c.query("SELECT svc_decrypt('x')");
-    });
-    expect(badUrl.code).toBe('SV003');
   });
 
-  it('settings follow the role and the session', async () => {
+  it('settings follow the role and the session; the address does not', async () => {
     await sql(`DROP ROLE IF EXISTS svc_it_app; CREATE ROLE svc_it_app LOGIN IN ROLE svc_user;
+      ALTER ROLE svc_it_app IN DATABASE ${DB} SET svc.timeout_ms = 'never';
       ALTER ROLE svc_it_app IN DATABASE ${DB} SET svc.engine_url = 'http://127.0.0.1:1'`);
     const asRole = new URL(url);
     asRole.username = 'svc_it_app';
@@ -272,10 +260,10 @@ describe('errors', () => {
       }
       throw new Error('expected failure');
     });
-    expect(error.code).toBe('SV002');
-    expect(error.message).toContain('engine at http://127.0.0.1:1 is unreachable');
+    expect(error.code).toBe('SV003');
+    expect(error.message).toContain('svc.timeout_ms must be an integer');
     const ok = await withClient(asRole.toString(), async (c) => {
-      await c.query(`SET svc.engine_url = '${proxy.url}'`);
+      await c.query("SET svc.timeout_ms = '4000'");
       return (await c.query("SELECT svc_encrypt('x', 'PII_EMAIL') AS c")).rows[0].c;
     });
     expect(ok).toMatch(CIPHERTEXT);
@@ -285,8 +273,9 @@ describe('errors', () => {
 
 describe('engine faults', () => {
   it('an engine that is down raises SV002 at once', async () => {
+    // The DBA's change, in a transaction that is rolled back: other sessions keep the proxy.
     const error = await sqlError(async (c) => {
-      await c.query("SET svc.engine_url = 'http://127.0.0.1:1'");
+      await c.query("BEGIN; ALTER SERVER svc_engine OPTIONS (SET url 'http://127.0.0.1:1')");
       await c.query("SELECT svc_encrypt('x', 'PII_EMAIL')");
     });
     expect(error.code).toBe('SV002');
@@ -445,7 +434,14 @@ describe('svc_health and svc_engine_info', () => {
       return (await c.query('SELECT svc_health() AS h, svc_engine_info() AS i')).rows;
     });
     expect(info.h).toMatchObject({ status: 'UP' });
-    expect(info.i).toMatchObject({ bridge: 'plpython3u', engineUrl: proxy.url, batchSize: 250, timeoutMs: 5000 });
+    expect(info.i).toMatchObject({
+      bridge: 'plpython3u',
+      engineServer: 'svc_engine',
+      engineUrl: proxy.url,
+      opsUrl: proxy.url,
+      batchSize: 250,
+      timeoutMs: 5000,
+    });
     expect(info.i.health).toMatchObject({ status: 'UP' });
   });
 });

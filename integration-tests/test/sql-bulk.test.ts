@@ -4,7 +4,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type RunningEngine, startEngine } from '../src/engine-process.js';
 import { createDatabase, dropDatabase, withClient } from '../src/postgres-harness.js';
-import { applyMigrations } from '../src/sql-install.js';
+import { applyMigrations, setEngineServer } from '../src/sql-install.js';
 import { POLICIES, testBootstrap } from '../src/test-policies.js';
 
 const adminUrl = inject('databaseUrl');
@@ -41,7 +41,7 @@ beforeAll(async () => {
   engine = await startEngine({ bootstrap: testBootstrap() });
   url = await createDatabase(adminUrl, DB);
   await applyMigrations(url);
-  await withClient(url, (c) => c.query(`ALTER DATABASE ${DB} SET svc.engine_url = '${engine.url}'`));
+  await setEngineServer(url, { url: engine.url });
 });
 
 afterAll(async () => {

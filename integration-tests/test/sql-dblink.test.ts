@@ -3,13 +3,14 @@
 // process serving its PostgreSQL wire endpoint. Everything the application does runs as an ordinary
 // role (NOSUPERUSER, granted svc_user), including the attempts to send values to another address, which
 // a TCP listener proves never arrive.
-import { connect, createServer, type Server, type Socket } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type RunningEngine, startEngine } from '../src/engine-process.js';
 import { clientBinDir, createDatabase, dropDatabase, freePort, withClient } from '../src/postgres-harness.js';
 import { applyMigrations, migrationPaths, runTool, uninstall } from '../src/sql-install.js';
+import { startTrap } from '../src/trap-listener.js';
 import { POLICIES, POLICY_NAME, testBootstrap } from '../src/test-policies.js';
 
 const adminUrl = inject('databaseUrl');
@@ -89,33 +90,6 @@ async function startStallingProxy(target: number): Promise<{ port: number; stall
     stall: (on) => {
       stalled = on;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  };
-}
-
-/** A TCP listener standing in for an attacker's server: it records every connection and byte. */
-async function startTrap(): Promise<{ port: number; connections: () => number; bytes: () => number; close: () => Promise<void> }> {
-  let connections = 0;
-  let bytes = 0;
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((socket) => {
-    connections += 1;
-    sockets.add(socket);
-    socket.on('data', (chunk) => {
-      bytes += chunk.length;
-    });
-    socket.on('close', () => sockets.delete(socket));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  return {
-    port,
-    connections: () => connections,
-    bytes: () => bytes,
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { sqlArtifacts } from '../../udf/src/build/artifacts.js';
 import { type RunningEngine, startEngine } from '../src/engine-process.js';
 import { clientBinDir, createDatabase, dropDatabase, withClient } from '../src/postgres-harness.js';
-import { applyMigrations, migrationPaths, runTool, SQL_DIR, uninstall } from '../src/sql-install.js';
+import { applyMigrations, migrationPaths, runTool, setEngineServer, SQL_DIR, uninstall } from '../src/sql-install.js';
 
 const adminUrl = inject('databaseUrl');
 const source = inject('databaseSource');
@@ -95,6 +95,11 @@ describe('migrations', () => {
     expect(installed).toContain('CREATE FUNCTION public.svc_encrypt(data text, policy_code text) RETURNS text');
     expect(installed).toContain('GRANT ALL ON FUNCTION public.svc_encrypt(data text, policy_code text) TO svc_user');
     expect(installed).toContain('REVOKE ALL ON FUNCTION public.svc_encrypt(data text, policy_code text) FROM PUBLIC');
+    expect(installed).toContain('CREATE FOREIGN DATA WRAPPER svc_bridge_fdw;');
+    expect(installed).toMatch(/CREATE FUNCTION public\.svc_encrypt\(data text, policy_code text\) RETURNS text\n[^;]*SECURITY DEFINER/);
+    // The internal functions take the address as an argument: nobody but their owner may execute them.
+    expect(installed).toContain('REVOKE ALL ON FUNCTION public.svc__encrypt(data text, policy_code text, cfg text[]) FROM PUBLIC');
+    expect(installed).not.toMatch(/GRANT ALL ON FUNCTION public\.svc__\w+\(.*\) TO svc_user/);
 
     await applyMigrations(url);
     expect(await dump(url)).toBe(installed);
@@ -207,14 +212,15 @@ describe('the extension', () => {
     expect(await bridgeObjects(url, 'svc_ext')).toEqual(await bridgeObjects(reference, 'svc_ext'));
 
     engine = await startEngine();
+    await setEngineServer(url, { url: engine.url });
     const back = await withClient(url, async (c) => {
-      await c.query(`SET svc.engine_url = '${engine?.url}'`);
       const enc = (await c.query("SELECT svc_ext.svc_encrypt('via extension', 'DEMO_RANDOM') AS c")).rows[0]?.c;
       return (await c.query('SELECT svc_ext.svc_decrypt($1) AS p', [enc])).rows[0]?.p;
     });
     expect(back).toBe('via extension');
 
-    await withClient(url, (c) => c.query('DROP EXTENSION svc_bridge; DROP SCHEMA svc_ext'));
+    // The server is the DBA's and depends on the extension's foreign-data wrapper: it goes first.
+    await withClient(url, (c) => c.query('DROP SERVER svc_engine; DROP EXTENSION svc_bridge; DROP SCHEMA svc_ext'));
     expect(await dump(url)).toBe(before);
   });
 });

@@ -8,10 +8,9 @@
 // the install revokes dblink's functions from PUBLIC, because a role that may call them could open its own
 // connection under the bridge's connection name and have the values sent there. Nothing reads an address
 // from a setting or takes one as an argument.
-import { FUNCTIONS, IMPLS, ROLE } from './sql-surface.js';
+import { FUNCTIONS, IMPLS, ROLE, SERVER_NAME } from './sql-surface.js';
 
-/** The foreign server that holds the engine's address (one documented place, docs/sql.md §2). */
-export const SERVER_NAME = 'svc_engine';
+export { SERVER_NAME };
 /** The dblink connection the bridge keeps open per session. */
 export const CONNECTION_NAME = 'svc_engine';
 /** Largest command text one round trip sends (the engine's default message limit is 32 MiB). */
@@ -365,19 +364,28 @@ export function dblinkInstall(dollarQuote: (text: string, tag: string) => string
   return lines.join('\n');
 }
 
-/** dblink's functions except dblink_connect_u, which dblink itself keeps from PUBLIC. */
-function forEachDblinkFunction(statement: string, indent: string): string {
-  return `${indent}FOR dblink_function IN
+/**
+ * A loop (with `ext_function regprocedure` declared) running `statement` for each function of the named
+ * extension but those in `except`.
+ */
+export function forEachExtensionFunction(extension: string, statement: string, indent: string, except: readonly string[] = []): string {
+  const skip = except.length > 0 ? ` AND p.proname NOT IN (${except.map((n) => `'${n}'`).join(', ')})` : '';
+  return `${indent}FOR ext_function IN
 ${indent}  SELECT p.oid::regprocedure FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
 ${indent}    JOIN pg_catalog.pg_proc p ON p.oid = d.objid
-${indent}   WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass AND e.extname = 'dblink'
-${indent}     AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e' AND p.proname <> 'dblink_connect_u'
+${indent}   WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass AND e.extname = '${extension}'
+${indent}     AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e'${skip}
 ${indent}LOOP
-${indent}  EXECUTE format('${statement}', dblink_function);
+${indent}  EXECUTE format('${statement}', ext_function);
 ${indent}END LOOP;`;
 }
 
-/** For the uninstall (with `target_schema` and `dblink_function` declared): dblink's functions back to PUBLIC. */
+/** dblink's functions except dblink_connect_u, which dblink itself keeps from PUBLIC. */
+function forEachDblinkFunction(statement: string, indent: string): string {
+  return forEachExtensionFunction('dblink', statement, indent, ['dblink_connect_u']);
+}
+
+/** For the uninstall (with `target_schema` and `ext_function` declared): dblink's functions back to PUBLIC. */
 export function dblinkUninstall(): string {
   return `  IF to_regprocedure(format('%I.svc__dblink_one(text, text)', target_schema)) IS NOT NULL THEN
 ${forEachDblinkFunction('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', '    ')}

@@ -4,8 +4,8 @@
 // named in `svc.bridge`, else the one an earlier install used, else PL/Python, else plv8 with `http` —
 // and creates the functions in the schema named by `svc.install_schema` (default public), or, inside
 // CREATE EXTENSION, in the extension's schema.
-import { DBLINK_INTERNALS, dblinkInstall, dblinkUninstall } from './dblink-bridge.js';
-import { CFG_SQL, CIPHERTEXT_PATTERN, FUNCTIONS, IMPLS, PROCEDURES, ROLE } from './sql-surface.js';
+import { DBLINK_INTERNALS, dblinkInstall, dblinkUninstall, forEachExtensionFunction } from './dblink-bridge.js';
+import { BRIDGE_FDW, cfgSql, CIPHERTEXT_PATTERN, FUNCTIONS, IMPLS, PROCEDURES, ROLE, SERVER_NAME } from './sql-surface.js';
 
 export type InstallMode = 'migration' | 'extension';
 
@@ -84,7 +84,7 @@ function chooseSchemaAndBridge(mode: InstallMode): string {
   py_prelude text;
   js_prelude text;
   dblink_schema text;
-  dblink_function regprocedure;
+  ext_function regprocedure;
 BEGIN
   SELECT l.lanname INTO previous
     FROM pg_catalog.pg_proc p
@@ -140,18 +140,36 @@ export function javascriptPrelude(sources: BridgeSources): string {
 
 const PINNED = 'SET search_path = pg_catalog, pg_temp';
 
+/**
+ * An internal function's Python statements, with the bridge's own errors (plpy.error raises plpy.Error)
+ * raised again without their traceback: PL/Python prints an error's traceback into CONTEXT, and the
+ * bridge's frames tell a user of svc_encrypt nothing. Other exceptions (a cancel) pass as they are.
+ */
+function pythonBody(python: string): string {
+  const indented = python
+    .split('\n')
+    .map((line) => `    ${line}`)
+    .join('\n');
+  return `try:\n${indented}\nexcept plpy.Error as e:\n    raise e.with_traceback(None)`;
+}
+
 function createFunctions(): string {
   const lines: string[] = [];
   for (const f of IMPLS) {
     lines.push(
       `  EXECUTE format('CREATE OR REPLACE FUNCTION %I.${f.name}(${f.args}) RETURNS ${f.returns} LANGUAGE %s VOLATILE PARALLEL SAFE ${PINNED} AS %L',`,
-      `    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || ${dollarQuote(f.python, 'py')}`,
+      `    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || ${dollarQuote(pythonBody(f.python), 'py')}`,
       `                                       ELSE js_prelude || ${dollarQuote(f.javascript, 'js')} END);`,
+      // They take the engine address as an argument: only their owner (through the wrappers) calls them.
+      // svc_user is named too because installs before the address moved to the server granted it EXECUTE.
+      `  EXECUTE format('REVOKE ALL ON FUNCTION %I.${f.name}(${f.identity}) FROM PUBLIC, ${ROLE}', target_schema);`,
     );
   }
   for (const f of FUNCTIONS) {
-    const options = `${f.strict ? 'STRICT ' : ''}VOLATILE PARALLEL SAFE ${PINNED}`;
-    const body = `SELECT %1$I.${f.call.replace('cfg', CFG_SQL)}`;
+    // SECURITY DEFINER: the wrapper calls the internal function as its owner; the caller chooses the
+    // data and svc.timeout_ms / svc.batch_size, never the address.
+    const options = `${f.strict ? 'STRICT ' : ''}VOLATILE PARALLEL SAFE SECURITY DEFINER ${PINNED}`;
+    const body = `SELECT %1$I.${f.call.replace(/\bcfg\b/, cfgSql(f.operations === true))}`;
     lines.push(
       `  EXECUTE format('CREATE OR REPLACE FUNCTION %I.${f.name}(${f.args}) RETURNS ${f.returns} LANGUAGE sql ${options} AS %L',`,
       `    target_schema, format(${dollarQuote(body, 'b')}, target_schema));`,
@@ -159,6 +177,27 @@ function createFunctions(): string {
     );
   }
   return lines.join('\n');
+}
+
+/**
+ * The foreign-data wrapper the server SERVER_NAME is created on (sql-surface.ts), created once per
+ * database; a NOTICE when a database or role setting still names svc.engine_url, which nothing reads now.
+ */
+function bridgeFdw(): string {
+  return `  IF NOT EXISTS (SELECT FROM pg_catalog.pg_foreign_data_wrapper WHERE fdwname = '${BRIDGE_FDW}') THEN
+    CREATE FOREIGN DATA WRAPPER ${BRIDGE_FDW};
+    COMMENT ON FOREIGN DATA WRAPPER ${BRIDGE_FDW} IS 'holds the engine address of the svc bridge: CREATE SERVER ${SERVER_NAME} FOREIGN DATA WRAPPER ${BRIDGE_FDW} OPTIONS (url ...); see docs/sql.md';
+  END IF;
+  IF EXISTS (SELECT FROM pg_catalog.pg_db_role_setting d, pg_catalog.unnest(d.setconfig) AS c(setting)
+              WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))
+                AND c.setting LIKE 'svc.engine\\_url=%') THEN
+    RAISE NOTICE 'svc bridge: svc.engine_url is no longer read; the engine address is the option url of the foreign server ${SERVER_NAME}'
+      USING HINT = 'CREATE SERVER ${SERVER_NAME} FOREIGN DATA WRAPPER ${BRIDGE_FDW} OPTIONS (url ''http://...''), then ALTER DATABASE ... RESET svc.engine_url; see docs/sql.md.';
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_foreign_server WHERE srvname = '${SERVER_NAME}') THEN
+    RAISE NOTICE 'svc bridge: create the foreign server ${SERVER_NAME} that holds the engine address'
+      USING HINT = 'CREATE SERVER ${SERVER_NAME} FOREIGN DATA WRAPPER ${BRIDGE_FDW} OPTIONS (url ''http://127.0.0.1:8080''); see docs/sql.md.';
+  END IF;`;
 }
 
 function grants(objects: ReadonlyArray<{ kind: 'FUNCTION' | 'PROCEDURE'; name: string; identity: string }>): string {
@@ -203,7 +242,8 @@ export function bridgeBlock(mode: InstallMode, sources: BridgeSources): string {
 ${chooseSchemaAndBridge(mode)}
 ${roleAndSchema(mode)}
   EXECUTE format(${dollarQuote(RAISE_HELPER, 'f')}, target_schema);
-${grants([helper])}
+  -- Called by the plv8 bridge, which runs as the owner of the functions: nobody else needs it.
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.${helper.name}(${helper.identity}) FROM PUBLIC, ${ROLE}', target_schema);
   IF bridge = 'dblink' THEN
 ${dblinkInstall(dollarQuote)}
   ELSE
@@ -213,8 +253,14 @@ ${DBLINK_INTERNALS.map((f) => `    EXECUTE format('DROP FUNCTION IF EXISTS %I.${
   js_prelude := replace(replace(${dollarQuote(javascriptPrelude(sources), 'js')},
     '@SCHEMA_JSON@', to_json(quote_ident(target_schema))::text),
     '@HTTP_JSON@', coalesce(to_json(http_schema)::text, 'null'));
+${bridgeFdw()}
 ${createFunctions()}
-${grants([...IMPLS, ...FUNCTIONS].map((f) => ({ kind: 'FUNCTION' as const, name: f.name, identity: f.identity })))}
+${grants(FUNCTIONS.map((f) => ({ kind: 'FUNCTION' as const, name: f.name, identity: f.identity })))}
+  IF bridge = 'plv8' THEN
+    -- Whoever may call the http extension's functions can set curl options (a proxy) in a session that
+    -- then calls svc_encrypt, and so choose where the values go; the bridge calls them as the owner.
+${forEachExtensionFunction('http', 'REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', '    ')}
+  END IF;
   END IF;
 END
 `,
@@ -340,13 +386,28 @@ export function uninstallBlock(): string {
     `
 DECLARE
   target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');
-  dblink_function regprocedure;
+  ext_function regprocedure;
 BEGIN
   IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'svc_bridge') THEN
     RAISE EXCEPTION 'svc bridge: installed as an extension here; use DROP EXTENSION svc_bridge' USING ERRCODE = 'SV003';
   END IF;
 ${dblinkUninstall()}
+  IF EXISTS (SELECT FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+              WHERE p.proname = 'svc__encrypt' AND p.pronamespace = to_regnamespace(target_schema) AND l.lanname = 'plv8') THEN
+${forEachExtensionFunction('http', 'GRANT EXECUTE ON FUNCTION %s TO PUBLIC', '    ')}
+  END IF;
 ${drops}
+  -- The server ${SERVER_NAME} is the DBA's (it may serve an install in another schema): it stays, and with
+  -- it the wrapper it needs; an unused wrapper goes.
+  IF EXISTS (SELECT FROM pg_catalog.pg_foreign_data_wrapper WHERE fdwname = '${BRIDGE_FDW}') THEN
+    IF EXISTS (SELECT FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+                WHERE w.fdwname = '${BRIDGE_FDW}') THEN
+      RAISE NOTICE 'svc bridge: foreign-data wrapper ${BRIDGE_FDW} kept, a server uses it'
+        USING HINT = 'DROP SERVER ${SERVER_NAME} CASCADE; DROP FOREIGN DATA WRAPPER ${BRIDGE_FDW}; when no install uses them.';
+    ELSE
+      DROP FOREIGN DATA WRAPPER ${BRIDGE_FDW};
+    END IF;
+  END IF;
   IF target_schema <> 'public' AND to_regnamespace(target_schema) IS NOT NULL THEN
     EXECUTE format('REVOKE USAGE ON SCHEMA %I FROM ${ROLE}', target_schema);
     IF pg_catalog.obj_description(to_regnamespace(target_schema), 'pg_namespace') LIKE 'created by the svc bridge install%'
@@ -377,7 +438,8 @@ export function migrationFiles(sources: BridgeSources): Record<string, string> {
 -- Installs the svc bridge functions: svc_encrypt, svc_encrypt_by_name, svc_decrypt (scalar and array forms),
 -- svc_health, svc_engine_info, in the schema named by the setting svc.install_schema (default public), in the
 -- bridge language named by svc.bridge (plpython3u or plv8), else the one already installed, else plpython3u
--- when available, else plv8 with the http extension. Creates the role ${ROLE} and grants it EXECUTE.
+-- when available, else plv8 with the http extension. Creates the role ${ROLE} and grants it EXECUTE on the
+-- public functions. The engine address is the foreign server ${SERVER_NAME} (created by the DBA, docs/sql.md §2).
 -- One DO statement: one transaction under any runner; idempotent. See docs/sql.md.
 ${bridgeBlock('migration', sources)}`,
     'migrations/0002-install-bulk-procedures.sql': `${HEADER}
@@ -387,7 +449,8 @@ ${proceduresBlock('migration')}`,
     'uninstall.sql': `${HEADER}
 -- Removes everything the migrations installed from the schema named by svc.install_schema (default public),
 -- the schema itself when the install created it and it is empty, and the role ${ROLE} when no database
--- still refers to it. The procedural language stays (other code may use it). One DO statement.
+-- still refers to it. The procedural language stays (other code may use it), and so does the foreign server
+-- ${SERVER_NAME} (the DBA's); the foreign-data wrapper ${BRIDGE_FDW} goes when no server uses it. One DO statement.
 ${uninstallBlock()}`,
   };
 }

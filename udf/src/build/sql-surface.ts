@@ -4,10 +4,13 @@
 // the uninstall script at once.
 
 /**
- * A public function is a small SQL wrapper (STRICT where NULL in means NULL out, search_path pinned) that
- * reads the svc.* settings with current_setting() and calls an internal function in the bridge language
- * with them as `cfg`. Settings travel as an argument because PL/Python cannot run queries in a parallel
- * worker (every plpy.execute opens a subtransaction), and reading them in SQL costs microseconds.
+ * A public function is a small SQL wrapper (STRICT where NULL in means NULL out, search_path pinned,
+ * SECURITY DEFINER) that reads the engine address from the foreign server SERVER_NAME and the svc.* tuning
+ * settings with current_setting(), and calls an internal function in the bridge language with them as
+ * `cfg`. The address is the DBA's: only the server's owner (or a superuser) can change it, the internal
+ * functions that take it as an argument are executable by their owner alone, and the wrapper runs as that
+ * owner. Settings travel as an argument because PL/Python cannot run queries in a parallel worker (every
+ * plpy.execute opens a subtransaction), and reading them in SQL costs one catalog lookup.
  */
 export interface BridgeFunction {
   readonly name: string;
@@ -18,8 +21,13 @@ export interface BridgeFunction {
   readonly returns: string;
   /** STRICT: NULL in, NULL out, without calling the engine. */
   readonly strict: boolean;
-  /** The wrapper's SQL expression; `cfg` stands for the settings array. */
+  /** The wrapper's SQL expression; `cfg` stands for the settings array (see cfgSql). */
   readonly call: string;
+  /**
+   * Reads the operations API: `cfg` then also carries the tenant id from the owner's user mapping (a
+   * credential of the operations API, so it is read only where it is needed).
+   */
+  readonly operations?: boolean;
   readonly comment: string;
 }
 
@@ -35,10 +43,34 @@ export interface ImplFunction {
   readonly javascript: string;
 }
 
-/** What the wrappers pass as `cfg`. */
-export const CFG_SQL =
-  "ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), " +
-  "pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)]";
+/** The foreign server that holds the engine address for every bridge (docs/sql.md §2). */
+export const SERVER_NAME = 'svc_engine';
+/**
+ * The foreign-data wrapper the PL/Python and plv8 bridges expect SERVER_NAME on: no handler, no validator,
+ * only a place for options. Creating it needs a superuser and using it USAGE, which nobody but its owner
+ * has, so an application role can neither create a server on it nor take over the name.
+ */
+export const BRIDGE_FDW = 'svc_bridge_fdw';
+
+/**
+ * What the wrappers pass as `cfg`: [url, svc.timeout_ms, svc.batch_size, tenant_id, ops_url, the server's
+ * foreign-data wrapper]. The address comes from the server's options (url, ops_url), never from a setting;
+ * the wrapper's name lets the bridge tell a missing server (NULL) from one made for another bridge. The
+ * tenant id comes from the user mapping of the wrapper's owner (current_user in a SECURITY DEFINER
+ * function); pg_user_mappings shows its options to that role and superusers only.
+ */
+export function cfgSql(operations: boolean): string {
+  const option = (name: string) => `pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = '${name}')`;
+  const tenant = operations
+    ? `(SELECT t.option_value FROM pg_catalog.pg_user_mappings m, pg_catalog.pg_options_to_table(m.umoptions) AS t
+        WHERE m.srvname = '${SERVER_NAME}' AND m.usename = CURRENT_USER AND t.option_name = 'tenant_id')`
+    : 'NULL';
+  return `(SELECT ARRAY[${option('url')}, pg_catalog.current_setting('svc.timeout_ms', true),
+    pg_catalog.current_setting('svc.batch_size', true), ${tenant}, ${option('ops_url')}, pg_catalog.max(w.fdwname::text)]
+   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
+  WHERE s.srvname = '${SERVER_NAME}')`;
+}
 
 export const IMPLS: readonly ImplFunction[] = [
   {
@@ -172,7 +204,8 @@ export const FUNCTIONS: readonly BridgeFunction[] = [
     returns: 'jsonb',
     strict: false,
     call: 'svc__engine_info(cfg)',
-    comment: 'The bridge settings in effect, the engine health and, when readable, its runtime info.',
+    operations: true,
+    comment: 'The engine address and bridge settings in effect, the engine health and, when readable, its runtime info.',
   },
 ];
 

@@ -4,9 +4,10 @@
 # reused connection turns out to be broken, and reports every failure as an SQL error with a documented
 # SQLSTATE (docs/sql.md). It never puts data values into messages.
 #
-# The svc.* settings arrive as an argument (`cfg`, read by the SQL wrapper with current_setting) rather
-# than through plpy.execute, because PL/Python runs every plpy.execute in a subtransaction and parallel
-# workers cannot start one; for the same reason only a non-worker backend polls for interrupts.
+# The engine address (the options of the foreign server svc_engine, the DBA's) and the svc.* settings
+# arrive as an argument (`cfg`, read by the SECURITY DEFINER SQL wrapper) rather than through plpy.execute,
+# because PL/Python runs every plpy.execute in a subtransaction and parallel workers cannot start one; for
+# the same reason only a non-worker backend polls for interrupts.
 import http.client
 import json
 import select
@@ -15,7 +16,13 @@ from urllib.parse import urlsplit
 
 ITEM_FAILED = 'SV001'  # the engine refused an item (or the request): unknown policy, bad ciphertext, ...
 UNAVAILABLE = 'SV002'  # the engine could not be reached, timed out, or answered something unusable
-CONFIG = 'SV003'  # a svc.* setting is missing or invalid
+CONFIG = 'SV003'  # the engine address (server svc_engine) or a svc.* setting is missing or invalid
+
+# The one place that holds the engine address, and the foreign-data wrapper it must be on (docs/sql.md §2).
+SERVER = 'svc_engine'
+BRIDGE_FDW = 'svc_bridge_fdw'
+SERVER_HINT = ("CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw OPTIONS (url 'http://127.0.0.1:8080') "
+               'as a superuser or the owner of the svc functions; see docs/sql.md.')
 
 DEFAULT_TIMEOUT_MS = 5000
 MAX_TIMEOUT_MS = 3600000
@@ -26,7 +33,7 @@ MAX_REQUEST_DATA_CHARS = 2 * 1024 * 1024
 # While waiting for an answer, wake up this often to let PostgreSQL process a cancel or statement_timeout.
 INTERRUPT_SLICE_S = 0.05
 
-ENGINE_CHECK_HINT = 'Check the engine directly (GET <svc.engine_url>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.'
+ENGINE_CHECK_HINT = 'Check the engine directly (GET <url of server svc_engine>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.'
 
 
 class Unavailable(Exception):
@@ -34,7 +41,8 @@ class Unavailable(Exception):
 
 
 class Settings:
-    __slots__ = ('url', 'scheme', 'host', 'port', 'base_path', 'timeout_s', 'timeout_ms', 'batch_size', 'tenant_id')
+    # ops: the operations API's endpoint (a Settings of its own; this one when the server has no ops_url).
+    __slots__ = ('url', 'scheme', 'host', 'port', 'base_path', 'timeout_s', 'timeout_ms', 'batch_size', 'tenant_id', 'ops')
 
 
 class Bridge:
@@ -51,28 +59,46 @@ class Bridge:
     # ---- settings -------------------------------------------------------------------------------
 
     def settings(self, cfg):
-        """cfg = [svc.engine_url, svc.timeout_ms, svc.batch_size, svc.tenant_id] as current_setting() gives them."""
-        url, timeout_ms, batch_size, tenant_id = (list(cfg or []) + [None] * 4)[:4]
-        s = Settings()
+        """cfg = [url, svc.timeout_ms, svc.batch_size, tenant_id, ops_url, foreign-data wrapper]: the options of the
+        server svc_engine, current_setting() of the two settings, and the tenant id from the owner's user mapping."""
+        url, timeout_ms, batch_size, tenant_id, ops_url, wrapper = (list(cfg or []) + [None] * 6)[:6]
+        if wrapper is None:
+            self.fail(CONFIG, 'the foreign server %s that holds the engine address does not exist' % SERVER, hint=SERVER_HINT)
+        if wrapper != BRIDGE_FDW:
+            # A server of the dblink bridge (dblink_fdw) names a PostgreSQL wire endpoint, not an HTTP one.
+            self.fail(CONFIG, 'the foreign server %s is on the foreign-data wrapper %s, not %s' % (SERVER, wrapper, BRIDGE_FDW),
+                      hint='Drop it and ' + SERVER_HINT)
         if url is None or url.strip() == '':
-            self.fail(CONFIG, 'svc.engine_url is not set',
-                      hint="Set it for the database, role or session, e.g. ALTER DATABASE mydb SET svc.engine_url = 'http://127.0.0.1:8080'.")
+            self.fail(CONFIG, 'the foreign server %s has no option url' % SERVER,
+                      hint="ALTER SERVER svc_engine OPTIONS (ADD url 'http://127.0.0.1:8080'); see docs/sql.md.")
+        s = self.endpoint(url, 'url')
+        s.timeout_ms = self.integer(timeout_ms, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
+        s.timeout_s = s.timeout_ms / 1000.0
+        s.batch_size = self.integer(batch_size, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE)
+        s.tenant_id = tenant_id or None
+        s.ops = s
+        if ops_url is not None and ops_url.strip() != '':
+            s.ops = self.endpoint(ops_url, 'ops_url')
+            s.ops.timeout_ms, s.ops.timeout_s, s.ops.batch_size, s.ops.tenant_id = s.timeout_ms, s.timeout_s, s.batch_size, s.tenant_id
+            s.ops.ops = s.ops
+        return s
+
+    def endpoint(self, url, option):
+        """An address option of the server (url, ops_url) parsed into a Settings without the tuning values."""
         parts = urlsplit(url.strip())
         if parts.scheme not in ('http', 'https') or not parts.hostname or parts.query or parts.fragment:
-            self.fail(CONFIG, 'svc.engine_url must be an http:// or https:// URL without query, got "%s"' % url)
+            self.fail(CONFIG, 'option %s of the foreign server %s must be an http:// or https:// URL without query, got "%s"'
+                      % (option, SERVER, url))
         try:
             port = parts.port
         except ValueError:
-            self.fail(CONFIG, 'svc.engine_url has an invalid port: "%s"' % url)
+            self.fail(CONFIG, 'option %s of the foreign server %s has an invalid port: "%s"' % (option, SERVER, url))
+        s = Settings()
         s.url = url.strip().rstrip('/')
         s.scheme = parts.scheme
         s.host = parts.hostname
         s.port = port or (443 if parts.scheme == 'https' else 80)
         s.base_path = parts.path.rstrip('/')
-        s.timeout_ms = self.integer(timeout_ms, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
-        s.timeout_s = s.timeout_ms / 1000.0
-        s.batch_size = self.integer(batch_size, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE)
-        s.tenant_id = tenant_id or None
         return s
 
     def integer(self, raw, name, default, maximum):
@@ -116,14 +142,17 @@ class Bridge:
     def engine_info(self, cfg):
         s = self.settings(cfg)
         info = {
+            'engineServer': SERVER,
             'engineUrl': s.url,
+            'opsUrl': s.ops.url,
             'bridge': self.language,
             'timeoutMs': s.timeout_ms,
             'batchSize': s.batch_size,
             'health': json.loads(self.health(cfg)),
         }
+        # The operations API may have its own listener (the server's ops_url); the tenant id is its credential.
         headers = {'X-SVC-Tenant-Id': s.tenant_id} if s.tenant_id else {}
-        status, body = self.exchange(s, 'GET', '/engine/api/v1/runtime/info', None, headers)
+        status, body = self.exchange(s.ops, 'GET', '/engine/api/v1/runtime/info', None, headers)
         if status == 200:
             info['runtime'] = json.loads(body)
         else:

@@ -3,7 +3,8 @@
 // generated SQL embeds in each plv8 function; the first call in a backend creates the bridge and later
 // calls reuse it. It talks to PostgreSQL only through `plv8.execute`, with the statements below, which is
 // also what lets the tests run it under a shim. No imports at run time: plv8 has no module loader.
-// The svc.* settings arrive as an argument (`cfg`), read by the SQL wrapper with current_setting().
+// The engine address (the options of the foreign server svc_engine, the DBA's) and the svc.* settings arrive
+// as an argument (`cfg`), read by the SECURITY DEFINER SQL wrapper.
 
 /** The part of plv8's API the bridge uses. */
 export interface Plv8 {
@@ -20,8 +21,13 @@ const MAX_BATCH_SIZE = 10_000;
 // Characters of data per request: large values go in smaller requests so bodies stay well under the engine's limit.
 const MAX_REQUEST_DATA_CHARS = 2 * 1024 * 1024;
 const QUERY_CANCELED = '57014';
+// The one place that holds the engine address, and the foreign-data wrapper it must be on (docs/sql.md §2).
+const SERVER = 'svc_engine';
+const BRIDGE_FDW = 'svc_bridge_fdw';
+const SERVER_HINT =
+  "CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw OPTIONS (url 'http://127.0.0.1:8080') as a superuser or the owner of the svc functions; see docs/sql.md.";
 const ENGINE_CHECK_HINT =
-  'Check the engine directly (GET <svc.engine_url>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.';
+  'Check the engine directly (GET <url of server svc_engine>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.';
 
 /**
  * The statements the bridge executes. `@SCHEMA@` is the bridge's schema and `@HTTP@` the http
@@ -38,6 +44,8 @@ export const STATEMENTS = {
 
 interface Settings {
   url: string;
+  /** The operations API's base address: the server's ops_url, else url. */
+  opsUrl: string;
   timeoutMs: number;
   batchSize: number;
   tenantId: string | null;
@@ -53,7 +61,10 @@ interface BatchResult {
   decryptedData?: string;
 }
 
-/** [svc.engine_url, svc.timeout_ms, svc.batch_size, svc.tenant_id] as current_setting() gives them. */
+/**
+ * [url, svc.timeout_ms, svc.batch_size, tenant_id, ops_url, foreign-data wrapper]: the options of the server
+ * svc_engine, current_setting() of the two settings, and the tenant id from the owner's user mapping.
+ */
 export type Cfg = ReadonlyArray<string | null> | null;
 
 export interface Bridge {
@@ -87,40 +98,55 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
     return value;
   }
 
+  function address(raw: string | null | undefined, option: string): string {
+    const text = typeof raw === 'string' ? raw.trim() : '';
+    if (!/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(text)) {
+      fail(SQLSTATES.config, `option ${option} of the foreign server ${SERVER} must be an http:// or https:// URL without query, got "${raw}"`);
+    }
+    return text.replace(/\/+$/, '');
+  }
+
   function settings(cfg: Cfg): Settings {
-    const [url, timeoutMs, batchSize, tenantId] = cfg ?? [];
-    const raw = typeof url === 'string' ? url.trim() : '';
-    if (raw === '') {
+    const [url, timeoutMs, batchSize, tenantId, opsUrl, wrapper] = cfg ?? [];
+    if (wrapper === null || wrapper === undefined) {
+      fail(SQLSTATES.config, `the foreign server ${SERVER} that holds the engine address does not exist`, undefined, SERVER_HINT);
+    }
+    if (wrapper !== BRIDGE_FDW) {
+      // A server of the dblink bridge (dblink_fdw) names a PostgreSQL wire endpoint, not an HTTP one.
+      fail(SQLSTATES.config, `the foreign server ${SERVER} is on the foreign-data wrapper ${wrapper}, not ${BRIDGE_FDW}`, undefined, `Drop it and ${SERVER_HINT}`);
+    }
+    if (typeof url !== 'string' || url.trim() === '') {
       fail(
         SQLSTATES.config,
-        'svc.engine_url is not set',
+        `the foreign server ${SERVER} has no option url`,
         undefined,
-        "Set it for the database, role or session, e.g. ALTER DATABASE mydb SET svc.engine_url = 'http://127.0.0.1:8080'.",
+        "ALTER SERVER svc_engine OPTIONS (ADD url 'http://127.0.0.1:8080'); see docs/sql.md.",
       );
     }
-    if (!/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(raw)) {
-      fail(SQLSTATES.config, `svc.engine_url must be an http:// or https:// URL without query, got "${url}"`);
-    }
+    const base = address(url, 'url');
     return {
-      url: raw.replace(/\/+$/, ''),
+      url: base,
+      opsUrl: typeof opsUrl === 'string' && opsUrl.trim() !== '' ? address(opsUrl, 'ops_url') : base,
       timeoutMs: integer(timeoutMs, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS),
       batchSize: integer(batchSize, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE),
       tenantId: typeof tenantId === 'string' && tenantId !== '' ? tenantId : null,
     };
   }
 
+  /** One request to `base` (s.url, or s.opsUrl for the operations API). */
   function exchange(
     s: Settings,
     method: 'GET' | 'POST',
     path: string,
     body: string | null,
     headers: Array<[string, string]>,
+    base = s.url,
   ): { status: number; content: string } {
     plv8.execute(statements.prepare, [String(s.timeoutMs)]);
     try {
       const row = plv8.execute(statements.request, [
         method,
-        s.url + path,
+        base + path,
         JSON.stringify(headers),
         body === null ? null : 'application/json',
         body,
@@ -133,12 +159,12 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
       if (/timed? ?out/i.test(text)) {
         fail(
           SQLSTATES.unavailable,
-          `engine at ${s.url} did not answer within svc.timeout_ms (${s.timeoutMs} ms)`,
+          `engine at ${base} did not answer within svc.timeout_ms (${s.timeoutMs} ms)`,
           undefined,
           ENGINE_CHECK_HINT,
         );
       }
-      return fail(SQLSTATES.unavailable, `engine at ${s.url} is unreachable: ${text}`, undefined, ENGINE_CHECK_HINT);
+      return fail(SQLSTATES.unavailable, `engine at ${base} is unreachable: ${text}`, undefined, ENGINE_CHECK_HINT);
     }
   }
 
@@ -271,14 +297,17 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
     engineInfo: (cfg) => {
       const s = settings(cfg);
       const info: Record<string, unknown> = {
+        engineServer: SERVER,
         engineUrl: s.url,
+        opsUrl: s.opsUrl,
         bridge: 'plv8',
         timeoutMs: s.timeoutMs,
         batchSize: s.batchSize,
         health: JSON.parse(health(cfg)),
       };
+      // The operations API may have its own listener (the server's ops_url); the tenant id is its credential.
       const headers: Array<[string, string]> = s.tenantId ? [['X-SVC-Tenant-Id', s.tenantId]] : [];
-      const { status, content } = exchange(s, 'GET', '/engine/api/v1/runtime/info', null, headers);
+      const { status, content } = exchange(s, 'GET', '/engine/api/v1/runtime/info', null, headers, s.opsUrl);
       if (status === 200) {
         info.runtime = JSON.parse(content);
       } else {
