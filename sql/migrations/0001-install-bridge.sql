@@ -88,6 +88,9 @@ $body$$f$, target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__decrypt(text, text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__encrypt_array(text[], text, text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__decrypt_array(text[], text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__rewrap(text, text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__rewrap_array(text[], text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__equality_terms(text, text, text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__health(text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__engine_info(text[])', target_schema);
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_setting(name text, fallback integer, max integer) RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
@@ -342,6 +345,50 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text[]) IS %L', target_schema, $c$Decrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text[]) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text[]) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_rewrap(data text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  RETURN @S@.svc__dblink_one('svc_rewrap', 'svc_rewrap ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text) IS %L', target_schema, $c$Re-encrypts a ciphertext under the newest active key version of its own policy's key, inside the engine; unchanged when already there. NULL in, NULL out.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_rewrap(data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  RETURN @S@.svc__dblink_array('svc_rewrap', 'svc_rewrap_many', data);
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text[]) IS %L', target_schema, $c$svc_rewrap for a one-dimensional array, in batch requests of svc.batch_size; order and NULL elements kept.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text[]) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text[]) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_equality_terms(data text, policy_code text) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  op constant text := 'svc_equality_terms';
+  command constant text := 'svc_equality_terms ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
+  result text[];
+  st text;
+  msg text;
+  det text;
+  hnt text;
+BEGIN
+  FOR attempt IN 1..2 LOOP
+    PERFORM @S@.svc__dblink_send(op, command);
+    BEGIN
+      SELECT pg_catalog.array_agg(t.data ORDER BY t.key_version DESC) INTO result
+        FROM @D@.dblink_get_result('svc_engine') AS t(key_version integer, data text);
+      PERFORM FROM @D@.dblink_get_result('svc_engine') AS t(data text);
+      EXIT;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
+  END LOOP;
+  RETURN coalesce(result, '{}');
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_equality_terms(text, text) IS %L', target_schema, $c$The ciphertexts of a value under every key version of a deterministic policy that can still decrypt, newest first: WHERE col = ANY ((SELECT svc_equality_terms(v, p))::text[]).$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_equality_terms(text, text) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_equality_terms(text, text) TO svc_user', target_schema);
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_health() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
@@ -428,12 +475,12 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_array(text, text, text[])', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:42ed69169b67')
+  py_prelude := replace($py$b = GD.get('svc_bridge:eaf9c601b089')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:42ed69169b67'] = m.Bridge(plpy)
+    b = GD['svc_bridge:eaf9c601b089'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into requests to the
 # engine's JSON batch endpoints. It is loaded once per backend (the generated SQL executes this source
@@ -543,6 +590,21 @@ class Bridge:
     def decrypt_array(self, cfg, values):
         return self.run_array(cfg, 'decrypt', values, lambda v: {'data': v})
 
+    def rewrap(self, cfg, data):
+        return self.run_one(cfg, 'rewrap', {'data': data})
+
+    def rewrap_array(self, cfg, values):
+        return self.run_array(cfg, 'rewrap', values, lambda v: {'data': v})
+
+    def equality_terms(self, cfg, data, policy_code):
+        s = self.settings(cfg)
+        path = '/api/equality-terms'
+        answer = self.post_json(s, 'equality_terms', path, {'data': data, 'policyCode': policy_code})
+        terms = answer.get('terms')
+        if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
+            self.fail(UNAVAILABLE, 'engine at %s answered POST %s without terms' % (s.url, path), hint=ENGINE_CHECK_HINT)
+        return terms
+
     def health(self, cfg):
         s = self.settings(cfg)
         status, body = self.exchange(s, 'GET', '/api/health', None, {})
@@ -601,9 +663,9 @@ class Bridge:
             start = end
         return out
 
-    def post_batch(self, s, op, items, offset, total):
-        body = json.dumps({'items': items}, ensure_ascii=False).encode('utf-8')
-        path = '/api/%s/batch' % op
+    def post_json(self, s, op, path, payload):
+        """POST a JSON body; the answer object of a 200, or the error the engine's refusal stands for."""
+        body = json.dumps(payload, ensure_ascii=False).encode('utf-8')
         status, raw = self.exchange(s, 'POST', path, body, {'Content-Type': 'application/json'})
         answer = self.parse(s, path, status, raw)
         if status != 200:
@@ -613,10 +675,16 @@ class Bridge:
                 self.fail(ITEM_FAILED, 'svc_%s: %s' % (op, message or 'HTTP %d' % status))
             self.fail(UNAVAILABLE, 'engine at %s answered HTTP %d to POST %s%s' % (s.url, status, path, ': ' + message if message else ''),
                       hint=ENGINE_CHECK_HINT)
-        results = answer.get('results') if isinstance(answer, dict) else None
+        return answer if isinstance(answer, dict) else {}
+
+    def post_batch(self, s, op, items, offset, total):
+        path = '/api/%s/batch' % op
+        answer = self.post_json(s, op, path, {'items': items})
+        results = answer.get('results')
         if not isinstance(results, list) or len(results) != len(items):
             self.fail(UNAVAILABLE, 'engine at %s answered POST %s without one result per item' % (s.url, path), hint=ENGINE_CHECK_HINT)
-        field = 'encryptedData' if op == 'encrypt' else 'decryptedData'
+        # Encrypt and rewrap answer a ciphertext, decrypt a plaintext.
+        field = 'decryptedData' if op == 'decrypt' else 'encryptedData'
         out = []
         for index, result in enumerate(results):
             if not result.get('success'):
@@ -727,8 +795,8 @@ def describe(error):
     text = str(error) or error.__class__.__name__
     return text.split('] ', 1)[-1] if text.startswith('[Errno') else text
 $svc_python_module$, 'UTF8'), 'base64'), E'\n', ''));
-  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:16f80984d72f'];
-if (!b) b = globalThis['svc_bridge:16f80984d72f'] = ((function () {
+  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:14a616703a4e'];
+if (!b) b = globalThis['svc_bridge:14a616703a4e'] = ((function () {
 var exports = {};
 "use strict";
 Object.defineProperty(exports, "__esModule", { value: true });
@@ -819,9 +887,8 @@ function createBridge(plv8, schema, httpSchema) {
             return null;
         }
     }
-    function postBatch(s, op, items, offset, total) {
-        const path = `/api/${op}/batch`;
-        const { status, content } = exchange(s, 'POST', path, JSON.stringify({ items }), [
+    function postJson(s, op, path, payload) {
+        const { status, content } = exchange(s, 'POST', path, JSON.stringify(payload), [
             ['Content-Type', 'application/json'],
         ]);
         const answer = parse(s, path, status, content);
@@ -832,7 +899,12 @@ function createBridge(plv8, schema, httpSchema) {
             }
             fail(exports.SQLSTATES.unavailable, `engine at ${s.url} answered HTTP ${status} to POST ${path}${message ? `: ${message}` : ''}`, undefined, ENGINE_CHECK_HINT);
         }
-        const results = answer === null || answer === void 0 ? void 0 : answer.results;
+        return answer !== null && typeof answer === 'object' ? answer : {};
+    }
+    function postBatch(s, op, items, offset, total) {
+        const path = `/api/${op}/batch`;
+        const answer = postJson(s, op, path, { items });
+        const results = answer.results;
         if (!Array.isArray(results) || results.length !== items.length) {
             fail(exports.SQLSTATES.unavailable, `engine at ${s.url} answered POST ${path} without one result per item`, undefined, ENGINE_CHECK_HINT);
         }
@@ -841,7 +913,7 @@ function createBridge(plv8, schema, httpSchema) {
                 const detail = total > 1 ? `item ${offset + index + 1} of ${total}` : undefined;
                 fail(exports.SQLSTATES.itemFailed, `svc_${op}: ${result.message || 'item failed'}`, detail);
             }
-            return String(op === 'encrypt' ? result.encryptedData : result.decryptedData);
+            return String(op === 'decrypt' ? result.decryptedData : result.encryptedData);
         });
     }
     function runOne(cfg, op, item) {
@@ -895,6 +967,17 @@ function createBridge(plv8, schema, httpSchema) {
         decrypt: (cfg, data) => runOne(cfg, 'decrypt', { data }),
         encryptArray: (cfg, values, policyCode) => runArray(cfg, 'encrypt', values, (data) => ({ data, policyCode })),
         decryptArray: (cfg, values) => runArray(cfg, 'decrypt', values, (data) => ({ data })),
+        rewrap: (cfg, data) => runOne(cfg, 'rewrap', { data }),
+        rewrapArray: (cfg, values) => runArray(cfg, 'rewrap', values, (data) => ({ data })),
+        equalityTerms: (cfg, data, policyCode) => {
+            const s = settings(cfg);
+            const path = '/api/equality-terms';
+            const { terms } = postJson(s, 'equality_terms', path, { data, policyCode });
+            if (!Array.isArray(terms) || !terms.every((t) => typeof t === 'string')) {
+                fail(exports.SQLSTATES.unavailable, `engine at ${s.url} answered POST ${path} without terms`, undefined, ENGINE_CHECK_HINT);
+            }
+            return terms;
+        },
         health,
         engineInfo: (cfg) => {
             const s = settings(cfg);
@@ -941,6 +1024,15 @@ return b.encryptByName(cfg, data, policy_name, policy_version);$js$ END);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt_array(data text[], cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.decrypt_array(cfg, data)$py$
                                        ELSE js_prelude || $js$return b.decryptArray(cfg, data);$js$ END);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__rewrap(data text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.rewrap(cfg, data)$py$
+                                       ELSE js_prelude || $js$return b.rewrap(cfg, data);$js$ END);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__rewrap_array(data text[], cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.rewrap_array(cfg, data)$py$
+                                       ELSE js_prelude || $js$return b.rewrapArray(cfg, data);$js$ END);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__equality_terms(data text, policy_code text, cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.equality_terms(cfg, data, policy_code)$py$
+                                       ELSE js_prelude || $js$return b.equalityTerms(cfg, data, policy_code);$js$ END);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__health(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.health(cfg)$py$
                                        ELSE js_prelude || $js$return JSON.parse(b.health(cfg));$js$ END);
@@ -965,6 +1057,15 @@ return b.encryptByName(cfg, data, policy_name, policy_version);$js$ END);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__decrypt_array(data, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text[]) IS %L', target_schema, $c$Decrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_rewrap(data text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__rewrap(data, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text) IS %L', target_schema, $c$Re-encrypts a ciphertext under the newest active key version of its own policy's key, inside the engine; unchanged when already there. NULL in, NULL out.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_rewrap(data text[]) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__rewrap_array(data, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text[]) IS %L', target_schema, $c$svc_rewrap for a one-dimensional array, in batch requests of svc.batch_size; order and NULL elements kept.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_equality_terms(data text, policy_code text) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__equality_terms(data, policy_code, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_equality_terms(text, text) IS %L', target_schema, $c$The ciphertexts of a value under every key version of a deterministic policy that can still decrypt, newest first: WHERE col = ANY ((SELECT svc_equality_terms(v, p))::text[]).$c$);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_health() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__health(ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_health() IS %L', target_schema, $c$The engine's GET /api/health answer; raises SV002 when the engine cannot be reached.$c$);
@@ -981,6 +1082,12 @@ return b.encryptByName(cfg, data, policy_name, policy_version);$js$ END);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__encrypt_array(text[], text, text[]) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__decrypt_array(text[], text[]) FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__decrypt_array(text[], text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__rewrap(text, text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__rewrap(text, text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__rewrap_array(text[], text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__rewrap_array(text[], text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__equality_terms(text, text, text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__equality_terms(text, text, text[]) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__health(text[]) FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__health(text[]) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__engine_info(text[]) FROM PUBLIC', target_schema);
@@ -997,6 +1104,12 @@ return b.encryptByName(cfg, data, policy_name, policy_version);$js$ END);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text[], text) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text[]) FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_equality_terms(text, text) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_equality_terms(text, text) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_health() FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_health() TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_engine_info() FROM PUBLIC', target_schema);

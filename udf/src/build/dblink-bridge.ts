@@ -291,6 +291,23 @@ END`,
 BEGIN
   RETURN @S@.svc__dblink_array('svc_decrypt', 'svc_decrypt_many', data);
 END`,
+  'svc_rewrap(text)': `
+BEGIN
+  RETURN @S@.svc__dblink_one('svc_rewrap', 'svc_rewrap ' || ${b64('data')});
+END`,
+  'svc_rewrap(text[])': `
+BEGIN
+  RETURN @S@.svc__dblink_array('svc_rewrap', 'svc_rewrap_many', data);
+END`,
+  'svc_equality_terms(text, text)': `
+DECLARE
+  op constant text := 'svc_equality_terms';
+  command constant text := 'svc_equality_terms ' || ${b64('policy_code')} || ' ' || ${b64('data')};
+  result text[];${ROUND_TRIP_DECLARE}
+BEGIN${roundTrip(`SELECT pg_catalog.array_agg(t.data ORDER BY t.key_version DESC) INTO result
+        FROM @D@.dblink_get_result(${C}) AS t(key_version integer, data text);`)}
+  RETURN coalesce(result, '{}');
+END`,
   'svc_health()': `
 DECLARE
   op constant text := 'svc_health';

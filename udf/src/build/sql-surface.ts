@@ -84,6 +84,30 @@ export const IMPLS: readonly ImplFunction[] = [
     javascript: 'return b.decryptArray(cfg, data);',
   },
   {
+    name: 'svc__rewrap',
+    args: 'data text, cfg text[]',
+    identity: 'text, text[]',
+    returns: 'text',
+    python: 'return b.rewrap(cfg, data)',
+    javascript: 'return b.rewrap(cfg, data);',
+  },
+  {
+    name: 'svc__rewrap_array',
+    args: 'data text[], cfg text[]',
+    identity: 'text[], text[]',
+    returns: 'text[]',
+    python: 'return b.rewrap_array(cfg, data)',
+    javascript: 'return b.rewrapArray(cfg, data);',
+  },
+  {
+    name: 'svc__equality_terms',
+    args: 'data text, policy_code text, cfg text[]',
+    identity: 'text, text, text[]',
+    returns: 'text[]',
+    python: 'return b.equality_terms(cfg, data, policy_code)',
+    javascript: 'return b.equalityTerms(cfg, data, policy_code);',
+  },
+  {
     name: 'svc__health',
     args: 'cfg text[]',
     identity: 'text[]',
@@ -157,6 +181,35 @@ export const FUNCTIONS: readonly BridgeFunction[] = [
     comment: 'Decrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.',
   },
   {
+    name: 'svc_rewrap',
+    args: 'data text',
+    identity: 'text',
+    returns: 'text',
+    strict: true,
+    call: 'svc__rewrap(data, cfg)',
+    comment:
+      "Re-encrypts a ciphertext under the newest active key version of its own policy's key, inside the engine; unchanged when already there. NULL in, NULL out.",
+  },
+  {
+    name: 'svc_rewrap',
+    args: 'data text[]',
+    identity: 'text[]',
+    returns: 'text[]',
+    strict: true,
+    call: 'svc__rewrap_array(data, cfg)',
+    comment: 'svc_rewrap for a one-dimensional array, in batch requests of svc.batch_size; order and NULL elements kept.',
+  },
+  {
+    name: 'svc_equality_terms',
+    args: 'data text, policy_code text',
+    identity: 'text, text',
+    returns: 'text[]',
+    strict: true,
+    call: 'svc__equality_terms(data, policy_code, cfg)',
+    comment:
+      'The ciphertexts of a value under every key version of a deterministic policy that can still decrypt, newest first: WHERE col = ANY ((SELECT svc_equality_terms(v, p))::text[]).',
+  },
+  {
     name: 'svc_health',
     args: '',
     identity: '',
@@ -201,6 +254,33 @@ export const PROCEDURES: readonly BulkProcedure[] = [
     op: 'decrypt',
     comment:
       'Decrypts a text column in place in chunks, committing each; skips values not in ciphertext shape, so it resumes after an interruption.',
+  },
+];
+
+/**
+ * Key rotation on a column (docs/rotation.md), in SQL and PL/pgSQL whatever the bridge: reading a
+ * ciphertext's key version needs no engine, and the rewrap walk runs over svc_rewrap(text[]).
+ */
+export const ROTATION: ReadonlyArray<{ kind: 'FUNCTION' | 'PROCEDURE'; name: string; identity: string; comment: string }> = [
+  {
+    kind: 'FUNCTION',
+    name: 'svc_key_version',
+    identity: 'text',
+    comment: "The key version recorded in a ciphertext's header, read without the engine; NULL when the value is not a ciphertext.",
+  },
+  {
+    kind: 'FUNCTION',
+    name: 'svc_key_versions',
+    identity: 'regclass, name',
+    comment:
+      "Counts a column's values per policy and key version (policy_code and key_version NULL: not a ciphertext), to see that no value of an old version remains before retiring it.",
+  },
+  {
+    kind: 'PROCEDURE',
+    name: 'svc_rewrap_column',
+    identity: 'regclass, name, integer, name, boolean',
+    comment:
+      'Rewraps a column in place to the newest key version of each value\'s policy, in chunks, committing each; skips values already there, so a second run is cheap and an interrupted one resumes. dry_run only counts values per key version.',
   },
 ];
 
