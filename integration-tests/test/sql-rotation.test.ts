@@ -129,7 +129,7 @@ beforeAll(async () => {
       await c.query(`INSERT INTO ssn SELECT g, svc_encrypt('ssn-' || g, 'PII_SSN') FROM generate_series(1, ${ROWS}) g`);
       await c.query(`INSERT INTO email SELECT g, CASE WHEN g % 100 = 0 THEN NULL ELSE 'user' || g || '@example.com' END
                        FROM generate_series(1, ${ROWS}) g`);
-      await c.query(`CALL svc_encrypt_column('email', 'v', 'PII_EMAIL', 500)`);
+      await c.query('CALL svc_encrypt_column(\'email\', \'v\', \'PII_EMAIL\', 500)');
     });
   }
   keptV1 = await client.encrypt('kept', 'PII_SSN');
@@ -155,7 +155,7 @@ describe.each(BRIDGES)('key rotation from SQL, %s bridge', (bridge) => {
       );
       expect(read.rows[0]).toEqual({ old: 1, new: 2, plain: null, junk: null });
       expect(await versions(c, 'email')).toEqual({ 'PII_EMAIL:1': ROWS - ROWS / 100 });
-      expect((await failure(c.query(`SELECT * FROM svc_key_versions('email', 'id')`))).message).toBe(
+      expect((await failure(c.query('SELECT * FROM svc_key_versions(\'email\', \'id\')'))).message).toBe(
         'svc_key_versions: public.email has no text column id',
       );
     });
@@ -177,7 +177,7 @@ describe.each(BRIDGES)('key rotation from SQL, %s bridge', (bridge) => {
       expect(r.none).toBeNull();
       // Already at the newest version: returned unchanged.
       expect((await c.query('SELECT svc_rewrap($1) AS again', [r.one])).rows[0].again).toBe(r.one);
-      const refused = await failure(c.query(`SELECT svc_rewrap('hub:NO_SUCH_POLICY:AQEAAAABAAAAAAAAAAAAAAAAAAAAAAAA')`));
+      const refused = await failure(c.query('SELECT svc_rewrap(\'hub:NO_SUCH_POLICY:AQEAAAABAAAAAAAAAAAAAAAAAAAAAAAA\')'));
       expect(refused.code).toBe('SV001');
       expect(refused.message).toContain('svc_rewrap: policy not found: NO_SUCH_POLICY');
     });
@@ -187,21 +187,21 @@ describe.each(BRIDGES)('key rotation from SQL, %s bridge', (bridge) => {
     await inDb(bridge, async (c) => {
       // Row 2 written again under version 2: the same value now exists under both versions.
       await c.query(`INSERT INTO ssn VALUES (${ROWS + 1}, svc_encrypt('ssn-2', 'PII_SSN'))`);
-      const terms = (await c.query(`SELECT svc_equality_terms('ssn-2', 'PII_SSN') AS t`)).rows[0].t as string[];
+      const terms = (await c.query('SELECT svc_equality_terms(\'ssn-2\', \'PII_SSN\') AS t')).rows[0].t as string[];
       expect(terms.map((t) => t.startsWith('hub:PII_SSN:'))).toEqual([true, true]);
       const versionsOfTerms = await c.query('SELECT array_agg(svc_key_version(t) ORDER BY n) AS k FROM unnest($1::text[]) WITH ORDINALITY AS u(t, n)', [terms]);
       expect(versionsOfTerms.rows[0].k).toEqual([2, 1]);
       await c.query('ANALYZE ssn');
       // A table this small is cheaper to scan; the plan question is whether the index can be used at all.
       await c.query('SET enable_seqscan = off');
-      const query = `SELECT id FROM ssn WHERE v = ANY ((SELECT svc_equality_terms('ssn-2', 'PII_SSN'))::text[]) ORDER BY id`;
+      const query = 'SELECT id FROM ssn WHERE v = ANY ((SELECT svc_equality_terms(\'ssn-2\', \'PII_SSN\'))::text[]) ORDER BY id';
       expect((await c.query(query)).rows.map((r: Row) => r.id)).toEqual([2, ROWS + 1]);
       const plan = (await c.query(`EXPLAIN (COSTS OFF) ${query}`)).rows.map((r: Row) => r['QUERY PLAN']).join('\n');
       expect(plan).toMatch(/Index (Only )?Scan using ssn_v on ssn|Bitmap Index Scan on ssn_v/);
-      expect((await failure(c.query(`SELECT svc_equality_terms('x', 'PII_EMAIL')`))).message).toContain(
+      expect((await failure(c.query('SELECT svc_equality_terms(\'x\', \'PII_EMAIL\')'))).message).toContain(
         'svc_equality_terms: equality terms need a deterministic policy: PII_EMAIL',
       );
-      expect(await c.query(`SELECT svc_equality_terms(NULL, 'PII_SSN') AS t`).then((x) => x.rows[0].t)).toBeNull();
+      expect(await c.query('SELECT svc_equality_terms(NULL, \'PII_SSN\') AS t').then((x) => x.rows[0].t)).toBeNull();
     });
   });
 
@@ -209,7 +209,7 @@ describe.each(BRIDGES)('key rotation from SQL, %s bridge', (bridge) => {
     await inDb(bridge, async (c) => {
       const before = await versions(c, 'ssn');
       expect(before).toEqual({ 'PII_SSN:1': ROWS, 'PII_SSN:2': 1 });
-      const dry = await notices(c, `CALL svc_rewrap_column('ssn', 'v', dry_run => true)`);
+      const dry = await notices(c, 'CALL svc_rewrap_column(\'ssn\', \'v\', dry_run => true)');
       expect(dry).toEqual([
         `svc_rewrap_column (dry run): policy PII_SSN, key version 1: ${ROWS} values`,
         'svc_rewrap_column (dry run): policy PII_SSN, key version 2: 1 values',
@@ -219,14 +219,14 @@ describe.each(BRIDGES)('key rotation from SQL, %s bridge', (bridge) => {
       // A value the engine refuses, in the middle: the chunks before it stay committed.
       const broken = 'hub:PII_SSN:AQIAAAABAAAAAAAAAAAAAAAAAAAAAAAA';
       await c.query('UPDATE ssn SET v = $1 WHERE id = 700', [broken]);
-      const failed = await failure(c.query(`CALL svc_rewrap_column('ssn', 'v', 200)`));
+      const failed = await failure(c.query('CALL svc_rewrap_column(\'ssn\', \'v\', 200)'));
       expect(failed.code).toBe('SV001');
       expect(failed.message).toContain('svc_rewrap: decryption failed');
       const partial = await versions(c, 'ssn');
       expect(partial['PII_SSN:2']).toBe(1 + 600);
-      await c.query(`UPDATE ssn SET v = svc_encrypt('ssn-700', 'PII_SSN') WHERE id = 700`);
+      await c.query('UPDATE ssn SET v = svc_encrypt(\'ssn-700\', \'PII_SSN\') WHERE id = 700');
 
-      const resumed = await notices(c, `CALL svc_rewrap_column('ssn', 'v', 200)`);
+      const resumed = await notices(c, 'CALL svc_rewrap_column(\'ssn\', \'v\', 200)');
       expect(resumed.at(-1)).toMatch(new RegExp(`^svc_rewrap_column: finished, ${ROWS - 601} values rewrapped of \\d+ examined in [0-9.]+ s$`));
       expect(resumed[0]).toMatch(/^svc_rewrap_column: \d+ values examined, \d+ rewrapped, \d+ values\/s$/);
       expect(await versions(c, 'ssn')).toEqual({ 'PII_SSN:2': ROWS + 1 });
@@ -236,9 +236,9 @@ describe.each(BRIDGES)('key rotation from SQL, %s bridge', (bridge) => {
         'ssn-1200',
       ]);
       // Deterministic: a rewrapped value equals a fresh encrypt, so a single term finds it again.
-      expect((await c.query(`SELECT count(*)::int AS n FROM ssn WHERE v = (SELECT svc_encrypt('ssn-2', 'PII_SSN'))`)).rows[0].n).toBe(2);
+      expect((await c.query('SELECT count(*)::int AS n FROM ssn WHERE v = (SELECT svc_encrypt(\'ssn-2\', \'PII_SSN\'))')).rows[0].n).toBe(2);
 
-      const again = await notices(c, `CALL svc_rewrap_column('ssn', 'v', 200)`);
+      const again = await notices(c, 'CALL svc_rewrap_column(\'ssn\', \'v\', 200)');
       expect(again.at(-1)).toMatch(/^svc_rewrap_column: finished, 0 values rewrapped of \d+ examined/);
       // Only the first chunk goes to the engine (to learn the newest version); the rest is skipped in SQL.
       expect(Number(/of (\d+) examined/.exec(again.at(-1) as string)?.[1])).toBeLessThanOrEqual(200);
@@ -248,7 +248,7 @@ describe.each(BRIDGES)('key rotation from SQL, %s bridge', (bridge) => {
   it('rewraps a randomized column, leaving NULLs and plaintext alone', async () => {
     await inDb(bridge, async (c) => {
       await c.query(`INSERT INTO email VALUES (${ROWS + 1}, 'not encrypted yet')`);
-      await notices(c, `CALL svc_rewrap_column('email', 'v', 500)`);
+      await notices(c, 'CALL svc_rewrap_column(\'email\', \'v\', 500)');
       expect(await versions(c, 'email')).toEqual({ 'PII_EMAIL:2': ROWS - ROWS / 100, '-:-': 1 });
       const { rows } = await c.query('SELECT count(*) FILTER (WHERE v IS NULL)::int AS nulls, count(*) FILTER (WHERE svc_decrypt(v) = \'user\' || id || \'@example.com\')::int AS ok FROM email WHERE id <= $1', [ROWS]);
       expect(rows[0]).toEqual({ nulls: ROWS / 100, ok: ROWS - ROWS / 100 });
@@ -273,7 +273,7 @@ describe('after every column is rewrapped', () => {
         expect((await c.query('SELECT count(*)::int AS n FROM ssn WHERE svc_decrypt(v) LIKE \'ssn-%\'')).rows[0].n).toBe(ROWS + 1);
         expect((await c.query('SELECT svc_decrypt($1) AS p', [kept])).rows[0].p).toBe('kept');
         // A version that may not decrypt gives no equality term any more.
-        expect((await c.query(`SELECT svc_equality_terms('kept', 'PII_SSN') AS t`)).rows[0].t).toEqual([kept]);
+        expect((await c.query('SELECT svc_equality_terms(\'kept\', \'PII_SSN\') AS t')).rows[0].t).toEqual([kept]);
       });
     }
   });
