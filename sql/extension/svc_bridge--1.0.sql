@@ -1252,11 +1252,9 @@ BEGIN
   -- No SET search_path: it would keep this one-expression function from being inlined; every name is qualified.
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_key_version(data text) RETURNS integer LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS %L',
     target_schema, $f$
-  SELECT CASE WHEN data ~ '^hub:[A-Za-z0-9_.-]{1,128}:[A-Za-z0-9_-]{8}' THEN
-    (SELECT CASE WHEN pg_catalog.get_byte(h, 0) = 1 AND pg_catalog.get_byte(h, 2) < 128 THEN
-              pg_catalog.get_byte(h, 2) * 16777216 + pg_catalog.get_byte(h, 3) * 65536
-              + pg_catalog.get_byte(h, 4) * 256 + pg_catalog.get_byte(h, 5) END
-       FROM pg_catalog.decode(pg_catalog.translate(pg_catalog.substr(pg_catalog.split_part(data, ':', 3), 1, 8), '-_', '+/'), 'base64') AS h)
+  SELECT CASE WHEN data ~ '^hub:[A-Za-z0-9_.-]{1,128}:AQ[A-Za-z0-9_-]{6}' THEN
+    nullif(greatest(('x' || pg_catalog.substr(pg_catalog.encode(pg_catalog.decode(pg_catalog.translate(
+      pg_catalog.substr(pg_catalog.split_part(data, ':', 3), 1, 8), '-_', '+/'), 'base64'), 'hex'), 5, 8))::pg_catalog.bit(32)::integer, -1), -1)
   END$f$);
   EXECUTE format('COMMENT ON FUNCTION %I.svc_key_version(text) IS %L', target_schema, $c$The key version recorded in a ciphertext's header, read without the engine; NULL when the value is not a ciphertext.$c$);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_key_versions(tbl regclass, col name)

@@ -331,13 +331,16 @@ END
 `;
 }
 
-/** A ciphertext's key version: header bytes 2–5 (big-endian) of the base64url after `hub:<code>:` (docs/api.md). */
+/**
+ * A ciphertext's key version: header bytes 2–5 (big-endian) of the base64url after `hub:<code>:`
+ * (docs/api.md). `AQ` is how a header of format version 1 starts. One expression with no sub-select,
+ * so PostgreSQL inlines it into the calling query: a column walk evaluates it for every row it passes.
+ * Versions beyond the integer range (no hub issues them) read as NULL rather than negative.
+ */
 const KEY_VERSION_BODY = `
-  SELECT CASE WHEN data ~ '^hub:[A-Za-z0-9_.-]{1,128}:[A-Za-z0-9_-]{8}' THEN
-    (SELECT CASE WHEN pg_catalog.get_byte(h, 0) = 1 AND pg_catalog.get_byte(h, 2) < 128 THEN
-              pg_catalog.get_byte(h, 2) * 16777216 + pg_catalog.get_byte(h, 3) * 65536
-              + pg_catalog.get_byte(h, 4) * 256 + pg_catalog.get_byte(h, 5) END
-       FROM pg_catalog.decode(pg_catalog.translate(pg_catalog.substr(pg_catalog.split_part(data, ':', 3), 1, 8), '-_', '+/'), 'base64') AS h)
+  SELECT CASE WHEN data ~ '^hub:[A-Za-z0-9_.-]{1,128}:AQ[A-Za-z0-9_-]{6}' THEN
+    nullif(greatest(('x' || pg_catalog.substr(pg_catalog.encode(pg_catalog.decode(pg_catalog.translate(
+      pg_catalog.substr(pg_catalog.split_part(data, ':', 3), 1, 8), '-_', '+/'), 'base64'), 'hex'), 5, 8))::pg_catalog.bit(32)::integer, -1), -1)
   END`;
 
 const KEY_VERSIONS_BODY = `
