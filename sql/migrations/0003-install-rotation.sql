@@ -10,10 +10,11 @@ BEGIN
     RAISE EXCEPTION 'svc bridge: install the bridge functions (0001-install-bridge.sql) in schema % first', target_schema
       USING ERRCODE = 'SV003';
   END IF;
-  -- No SET search_path: it would keep this one-expression function from being inlined; every name is qualified.
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_key_version(data text) RETURNS integer LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS %L',
+  -- Neither SET search_path nor STRICT: either keeps this one-expression function from being inlined
+  -- (NULL in still gives NULL out); every name is qualified.
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_key_version(data text) RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
     target_schema, $f$
-  SELECT CASE WHEN data ~ '^hub:[A-Za-z0-9_.-]{1,128}:AQ[A-Za-z0-9_-]{6}' THEN
+  SELECT CASE WHEN data ~ '^hub:[A-Za-z0-9_.-]+:AQ[A-Za-z0-9_-]{6}' THEN
     nullif(greatest(('x' || pg_catalog.substr(pg_catalog.encode(pg_catalog.decode(pg_catalog.translate(
       pg_catalog.substr(pg_catalog.split_part(data, ':', 3), 1, 8), '-_', '+/'), 'base64'), 'hex'), 5, 8))::pg_catalog.bit(32)::integer, -1), -1)
   END$f$);
@@ -27,9 +28,10 @@ BEGIN
     RAISE EXCEPTION 'svc_key_versions: % has no text column %', tbl, col USING ERRCODE = '42703';
   END IF;
   RETURN QUERY EXECUTE pg_catalog.format(
-    'SELECT CASE WHEN v ~ %3$L THEN pg_catalog.split_part(v, '':'', 2) END, @SCHEMA@.svc_key_version(v), pg_catalog.count(*)
+    'SELECT CASE WHEN (v ~ ''^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$'' AND pg_catalog.length(pg_catalog.split_part(v, '':'', 2)) <= 128) THEN pg_catalog.split_part(v, '':'', 2) END,
+            @SCHEMA@.svc_key_version(v), pg_catalog.count(*)
        FROM (SELECT %2$I::text AS v FROM %1$s WHERE %2$I IS NOT NULL) AS s GROUP BY 1, 2 ORDER BY 1, 2',
-    tbl, col, '^hub:[A-Za-z0-9_.-]{1,128}:[A-Za-z0-9_-]+$');
+    tbl, col);
 END$f$, '@SCHEMA@', quote_ident(target_schema)));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_key_versions(regclass, name) IS %L', target_schema, $c$Counts a column's values per policy and key version (policy_code and key_version NULL: not a ciphertext), to see that no value of an old version remains before retiring it.$c$);
   -- No SET search_path: a procedure with a SET clause cannot COMMIT; every name inside is qualified.
@@ -86,7 +88,7 @@ BEGIN
   chunk_sql := format($q$
     WITH chunk AS MATERIALIZED (
       SELECT %3$I AS k, %2$I::text AS v FROM %1$s
-       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND %2$I ~ '^hub:[A-Za-z0-9_.-]{1,128}:[A-Za-z0-9_-]+$'
+       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND (%2$I ~ '^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$' AND pg_catalog.length(pg_catalog.split_part(%2$I, ':', 2)) <= 128)
          AND NOT coalesce(@SCHEMA@.svc_key_version(%2$I) >= ($3::jsonb ->> pg_catalog.split_part(%2$I, ':', 2))::integer, false)
        ORDER BY %3$I LIMIT $2 FOR UPDATE
     ), agg AS (

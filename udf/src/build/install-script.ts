@@ -5,7 +5,7 @@
 // and creates the functions in the schema named by `svc.install_schema` (default public), or, inside
 // CREATE EXTENSION, in the extension's schema.
 import { DBLINK_INTERNALS, dblinkInstall, dblinkUninstall } from './dblink-bridge.js';
-import { CFG_SQL, CIPHERTEXT_PATTERN, FUNCTIONS, IMPLS, PROCEDURES, ROLE, ROTATION } from './sql-surface.js';
+import { CFG_SQL, FUNCTIONS, IMPLS, PROCEDURES, ROLE, ROTATION, isCiphertextSql } from './sql-surface.js';
 
 export type InstallMode = 'migration' | 'extension';
 
@@ -255,7 +255,7 @@ function walkChecks(name: string): string {
 function procedureBody(op: 'encrypt' | 'decrypt'): string {
   const call = op === 'encrypt' ? '@SCHEMA@.svc_encrypt(agg.vs, $3)' : '@SCHEMA@.svc_decrypt(agg.vs)';
   // Encrypt skips values already in ciphertext shape; decrypt skips values not in it.
-  const match = op === 'encrypt' ? '!~' : '~';
+  const match = op === 'encrypt' ? 'NOT ' : '';
   const name = `svc_${op}_column`;
   return `
 DECLARE
@@ -275,7 +275,7 @@ ${walkChecks(name)}
     `
     WITH chunk AS MATERIALIZED (
       SELECT %3$I AS k, %2$I AS v FROM %1$s
-       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND %2$I ${match} '${CIPHERTEXT_PATTERN}'
+       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND ${match}${isCiphertextSql('%2$I')}
        ORDER BY %3$I LIMIT $2 FOR UPDATE
     ), agg AS (
       SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v::text ORDER BY k) AS vs FROM chunk
@@ -338,7 +338,7 @@ END
  * Versions beyond the integer range (no hub issues them) read as NULL rather than negative.
  */
 const KEY_VERSION_BODY = `
-  SELECT CASE WHEN data ~ '^hub:[A-Za-z0-9_.-]{1,128}:AQ[A-Za-z0-9_-]{6}' THEN
+  SELECT CASE WHEN data ~ '^hub:[A-Za-z0-9_.-]+:AQ[A-Za-z0-9_-]{6}' THEN
     nullif(greatest(('x' || pg_catalog.substr(pg_catalog.encode(pg_catalog.decode(pg_catalog.translate(
       pg_catalog.substr(pg_catalog.split_part(data, ':', 3), 1, 8), '-_', '+/'), 'base64'), 'hex'), 5, 8))::pg_catalog.bit(32)::integer, -1), -1)
   END`;
@@ -350,9 +350,10 @@ BEGIN
     RAISE EXCEPTION 'svc_key_versions: % has no text column %', tbl, col USING ERRCODE = '42703';
   END IF;
   RETURN QUERY EXECUTE pg_catalog.format(
-    'SELECT CASE WHEN v ~ %3$L THEN pg_catalog.split_part(v, '':'', 2) END, @SCHEMA@.svc_key_version(v), pg_catalog.count(*)
+    'SELECT CASE WHEN ${isCiphertextSql('v').replace(/'/g, "''")} THEN pg_catalog.split_part(v, '':'', 2) END,
+            @SCHEMA@.svc_key_version(v), pg_catalog.count(*)
        FROM (SELECT %2$I::text AS v FROM %1$s WHERE %2$I IS NOT NULL) AS s GROUP BY 1, 2 ORDER BY 1, 2',
-    tbl, col, '${CIPHERTEXT_PATTERN}');
+    tbl, col);
 END`;
 
 function rewrapColumnBody(): string {
@@ -390,7 +391,7 @@ ${walkChecks(name)}
     `
     WITH chunk AS MATERIALIZED (
       SELECT %3$I AS k, %2$I::text AS v FROM %1$s
-       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND %2$I ~ '${CIPHERTEXT_PATTERN}'
+       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND ${isCiphertextSql('%2$I')}
          AND NOT coalesce(@SCHEMA@.svc_key_version(%2$I) >= ($3::jsonb ->> pg_catalog.split_part(%2$I, ':', 2))::integer, false)
        ORDER BY %3$I LIMIT $2 FOR UPDATE
     ), agg AS (
@@ -442,8 +443,9 @@ BEGIN
     RAISE EXCEPTION 'svc bridge: install the bridge functions (0001-install-bridge.sql) in schema % first', target_schema
       USING ERRCODE = 'SV003';
   END IF;
-  -- No SET search_path: it would keep this one-expression function from being inlined; every name is qualified.
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_key_version(data text) RETURNS integer LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS %L',
+  -- Neither SET search_path nor STRICT: either keeps this one-expression function from being inlined
+  -- (NULL in still gives NULL out); every name is qualified.
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_key_version(data text) RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
     target_schema, ${dollarQuote(KEY_VERSION_BODY, 'f')});
 ${comment(keyVersion!)}
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_key_versions(tbl regclass, col name)
