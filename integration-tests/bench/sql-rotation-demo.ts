@@ -79,7 +79,7 @@ async function main(): Promise<void> {
         console.log(`\n=== ${bridge} bridge: the column under key version 1`);
         await run(c, `CREATE TABLE customers AS SELECT g AS id, 'user' || g || '@example.com' AS email FROM generate_series(1, ${ROWS}) g;
           ALTER TABLE customers ADD PRIMARY KEY (id)`);
-        await run(c, `CALL svc_encrypt_column('customers', 'email', 'PII_EMAIL', 10000)`);
+        await run(c, 'CALL svc_encrypt_column(\'customers\', \'email\', \'PII_EMAIL\', 10000)');
       });
     }
 
@@ -91,13 +91,13 @@ async function main(): Promise<void> {
     for (const bridge of BRIDGES) {
       await withClient(urls[bridge] as string, async (c) => {
         console.log(`\n=== ${bridge} bridge: rewrap the column`);
-        await table(c, `SELECT * FROM svc_key_versions('customers', 'email')`);
+        await table(c, 'SELECT * FROM svc_key_versions(\'customers\', \'email\')');
         const started = process.hrtime.bigint();
-        await run(c, `CALL svc_rewrap_column('customers', 'email', 10000)`);
+        await run(c, 'CALL svc_rewrap_column(\'customers\', \'email\', 10000)');
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
         console.log(`  => ${Math.round(ROWS / seconds)} rows/s rewrapped (${ROWS} rows in ${seconds.toFixed(2)} s)`);
-        await run(c, `CALL svc_rewrap_column('customers', 'email', 10000)`);
-        await table(c, `SELECT * FROM svc_key_versions('customers', 'email')`);
+        await run(c, 'CALL svc_rewrap_column(\'customers\', \'email\', 10000)');
+        await table(c, 'SELECT * FROM svc_key_versions(\'customers\', \'email\')');
       });
     }
 
@@ -105,7 +105,7 @@ async function main(): Promise<void> {
     const retired = await ops.ops('POST', '/keys/min-decryption-version', { alias: 'pii-email', minDecryptionVersion: 2 });
     console.log(`  ${retired.status} ${JSON.stringify(retired.body)}`);
     await withClient(urls.plpython3u as string, async (c) => {
-      await table(c, `SELECT count(*) AS readable FROM customers WHERE svc_decrypt(email) LIKE 'user%@example.com'`);
+      await table(c, 'SELECT count(*) AS readable FROM customers WHERE svc_decrypt(email) LIKE \'user%@example.com\'');
     });
 
     await new Promise((resolve) => setTimeout(resolve, 1500));

@@ -93,7 +93,7 @@ $body$$f$, target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__equality_terms(text, text, text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__health(text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__engine_info(text[])', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_setting(name text, fallback integer, max integer) RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_setting(name text, fallback integer, max integer) RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   raw text := nullif(pg_catalog.btrim(pg_catalog.current_setting(name, true)), '');
@@ -110,7 +110,7 @@ BEGIN
   RETURN n::integer;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_setting(text, integer, integer) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_connect(op text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_connect(op text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   st text;
@@ -137,7 +137,7 @@ BEGIN
   END;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_connect(text) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_send(op text, command text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp SET client_min_messages = warning AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_send(op text, command text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp SET client_min_messages = warning AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   timeout_ms integer := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
@@ -174,7 +174,7 @@ BEGIN
   END LOOP;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_send(text, text) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_failed(op text, st text, msg text, det text, hnt text, attempt integer, item_offset integer, total integer) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_failed(op text, st text, msg text, det text, hnt text, attempt integer, item_offset integer, total integer) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   item text[];
@@ -198,7 +198,7 @@ BEGIN
   RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = coalesce(det, ''), HINT = coalesce(hnt, '');
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_failed(text, text, text, text, text, integer, integer, integer) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_one(op text, command text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_one(op text, command text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   result text;
@@ -221,7 +221,7 @@ BEGIN
   RETURN result;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_one(text, text) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_many(op text, command text, item_offset integer, total integer) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_many(op text, command text, item_offset integer, total integer) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   result text[];
@@ -244,7 +244,7 @@ BEGIN
   RETURN result;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_many(text, text, integer, integer) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_array(op text, head text, data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_array(op text, head text, data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   batch integer := @S@.svc__dblink_setting('svc.batch_size', 1000, 10000);
@@ -293,7 +293,7 @@ BEGIN
   RETURN out;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_array(text, text, text[]) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
@@ -301,7 +301,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text) IS %L', target_schema, $c$Encrypts a value under a policy code through the engine; NULL in, NULL out.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text, text) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text, text) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
@@ -311,7 +311,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) IS %L', target_schema, $c$Encrypts a value under a policy name, at policy_version or the latest version when NULL.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
@@ -321,7 +321,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text, integer) IS %L', target_schema, $c$Same as svc_encrypt_by_name: encrypts under a policy name, at policy_version or the latest when NULL.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text, text, integer) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text, text, integer) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_decrypt(data text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_decrypt(data text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   RETURN @S@.svc__dblink_one('svc_decrypt', 'svc_decrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
@@ -329,7 +329,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text) IS %L', target_schema, $c$Decrypts a ciphertext (hub:<policy>:...) through the engine; NULL in, NULL out.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   RETURN @S@.svc__dblink_array('svc_encrypt', 'svc_encrypt_many ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-'), data);
@@ -337,7 +337,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text[], text) IS %L', target_schema, $c$Encrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text[], text) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text[], text) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   RETURN @S@.svc__dblink_array('svc_decrypt', 'svc_decrypt_many', data);
@@ -345,7 +345,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text[]) IS %L', target_schema, $c$Decrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text[]) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text[]) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_rewrap(data text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_rewrap(data text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   RETURN @S@.svc__dblink_one('svc_rewrap', 'svc_rewrap ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
@@ -353,7 +353,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text) IS %L', target_schema, $c$Re-encrypts a ciphertext under the newest active key version of its own policy's key, inside the engine; unchanged when already there. NULL in, NULL out.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_rewrap(data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_rewrap(data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   RETURN @S@.svc__dblink_array('svc_rewrap', 'svc_rewrap_many', data);
@@ -361,7 +361,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text[]) IS %L', target_schema, $c$svc_rewrap for a one-dimensional array, in batch requests of svc.batch_size; order and NULL elements kept.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text[]) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text[]) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_equality_terms(data text, policy_code text) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_equality_terms(data text, policy_code text) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   op constant text := 'svc_equality_terms';
@@ -389,7 +389,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_equality_terms(text, text) IS %L', target_schema, $c$The ciphertexts of a value under every key version of a deterministic policy that can still decrypt, newest first: WHERE col = ANY ((SELECT svc_equality_terms(v, p))::text[]).$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_equality_terms(text, text) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_equality_terms(text, text) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_health() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_health() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   op constant text := 'svc_health';
@@ -417,7 +417,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_health() IS %L', target_schema, $c$The engine's GET /api/health answer; raises SV002 when the engine cannot be reached.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_health() FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_health() TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_engine_info() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_engine_info() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   op constant text := 'svc_engine_info';
@@ -1006,70 +1006,70 @@ return exports;
 $js$,
     '@SCHEMA_JSON@', to_json(quote_ident(target_schema))::text),
     '@HTTP_JSON@', coalesce(to_json(http_schema)::text, 'null'));
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt(data text, policy_code text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt(data text, policy_code text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.encrypt(cfg, data, policy_code)$py$
                                        ELSE js_prelude || $js$return b.encrypt(cfg, data, policy_code);$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_by_name(data text, policy_name text, policy_version integer, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_by_name(data text, policy_name text, policy_version integer, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$if data is None or policy_name is None:
     return None
 return b.encrypt_by_name(cfg, data, policy_name, policy_version)$py$
                                        ELSE js_prelude || $js$if (data === null || policy_name === null) return null;
 return b.encryptByName(cfg, data, policy_name, policy_version);$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt(data text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt(data text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.decrypt(cfg, data)$py$
                                        ELSE js_prelude || $js$return b.decrypt(cfg, data);$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_array(data text[], policy_code text, cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_array(data text[], policy_code text, cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.encrypt_array(cfg, data, policy_code)$py$
                                        ELSE js_prelude || $js$return b.encryptArray(cfg, data, policy_code);$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt_array(data text[], cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt_array(data text[], cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.decrypt_array(cfg, data)$py$
                                        ELSE js_prelude || $js$return b.decryptArray(cfg, data);$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__rewrap(data text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__rewrap(data text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.rewrap(cfg, data)$py$
                                        ELSE js_prelude || $js$return b.rewrap(cfg, data);$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__rewrap_array(data text[], cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__rewrap_array(data text[], cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.rewrap_array(cfg, data)$py$
                                        ELSE js_prelude || $js$return b.rewrapArray(cfg, data);$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__equality_terms(data text, policy_code text, cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__equality_terms(data text, policy_code text, cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.equality_terms(cfg, data, policy_code)$py$
                                        ELSE js_prelude || $js$return b.equalityTerms(cfg, data, policy_code);$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__health(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__health(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.health(cfg)$py$
                                        ELSE js_prelude || $js$return JSON.parse(b.health(cfg));$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__engine_info(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__engine_info(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.engine_info(cfg)$py$
                                        ELSE js_prelude || $js$return JSON.parse(b.engineInfo(cfg));$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__encrypt(data, policy_code, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text) IS %L', target_schema, $c$Encrypts a value under a policy code through the engine; NULL in, NULL out.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE sql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE sql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__encrypt_by_name(data, policy_name, policy_version, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) IS %L', target_schema, $c$Encrypts a value under a policy name, at policy_version or the latest version when NULL.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE sql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE sql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__encrypt_by_name(data, policy_name, policy_version, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text, integer) IS %L', target_schema, $c$Same as svc_encrypt_by_name: encrypts under a policy name, at policy_version or the latest when NULL.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__decrypt(data, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text) IS %L', target_schema, $c$Decrypts a ciphertext (hub:<policy>:...) through the engine; NULL in, NULL out.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__encrypt_array(data, policy_code, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text[], text) IS %L', target_schema, $c$Encrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__decrypt_array(data, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text[]) IS %L', target_schema, $c$Decrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_rewrap(data text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_rewrap(data text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__rewrap(data, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text) IS %L', target_schema, $c$Re-encrypts a ciphertext under the newest active key version of its own policy's key, inside the engine; unchanged when already there. NULL in, NULL out.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_rewrap(data text[]) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_rewrap(data text[]) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__rewrap_array(data, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text[]) IS %L', target_schema, $c$svc_rewrap for a one-dimensional array, in batch requests of svc.batch_size; order and NULL elements kept.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_equality_terms(data text, policy_code text) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_equality_terms(data text, policy_code text) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__equality_terms(data, policy_code, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_equality_terms(text, text) IS %L', target_schema, $c$The ciphertexts of a value under every key version of a deterministic policy that can still decrypt, newest first: WHERE col = ANY ((SELECT svc_equality_terms(v, p))::text[]).$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_health() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_health() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__health(ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_health() IS %L', target_schema, $c$The engine's GET /api/health answer; raises SV002 when the engine cannot be reached.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_engine_info() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_engine_info() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__engine_info(ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_engine_info() IS %L', target_schema, $c$The bridge settings in effect, the engine health and, when readable, its runtime info.$c$);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt(text, text, text[]) FROM PUBLIC', target_schema);

@@ -355,8 +355,10 @@ export function dblinkInstall(dollarQuote: (text: string, tag: string) => string
       FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'dblink';`);
   // A bridge installed earlier in another language leaves internal functions that take an address.
   lines.push(...IMPLS.map((f) => `    EXECUTE format('DROP FUNCTION IF EXISTS %I.${f.name}(${f.identity})', target_schema);`));
+  // PARALLEL UNSAFE: every call runs EXCEPTION blocks, subtransactions that a parallel plan's leader may
+  // not start (see BRIDGE_PARALLEL in install-script.ts).
   const create = (name: string, args: string, returns: string, options: string, body: string) =>
-    `    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.${name}(${args}) RETURNS ${returns} LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED ${options} AS %2$L',
+    `    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.${name}(${args}) RETURNS ${returns} LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ${options} AS %2$L',
       target_schema, replace(replace(${dollarQuote(body, 'dl')}, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));`;
   for (const f of DBLINK_INTERNALS) {
     const impl = INTERNAL_BODIES[f.name];

@@ -140,17 +140,26 @@ export function javascriptPrelude(sources: BridgeSources): string {
 
 const PINNED = 'SET search_path = pg_catalog, pg_temp';
 
+/**
+ * The bridge functions are PARALLEL UNSAFE. While a query runs a parallel plan, its leader is in parallel
+ * mode too, and there PostgreSQL refuses subtransactions and set_config: PL/Python's plpy.execute (the
+ * interrupt check while waiting for a slow answer) starts one, plv8 sets http.keepalive, and the dblink
+ * bridge's EXCEPTION blocks start one per call. A parallel plan would make such a call fail with
+ * "cannot start subtransactions during a parallel operation", depending on the plan and on load.
+ */
+const BRIDGE_PARALLEL = 'PARALLEL UNSAFE';
+
 function createFunctions(): string {
   const lines: string[] = [];
   for (const f of IMPLS) {
     lines.push(
-      `  EXECUTE format('CREATE OR REPLACE FUNCTION %I.${f.name}(${f.args}) RETURNS ${f.returns} LANGUAGE %s VOLATILE PARALLEL SAFE ${PINNED} AS %L',`,
+      `  EXECUTE format('CREATE OR REPLACE FUNCTION %I.${f.name}(${f.args}) RETURNS ${f.returns} LANGUAGE %s VOLATILE ${BRIDGE_PARALLEL} ${PINNED} AS %L',`,
       `    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || ${dollarQuote(f.python, 'py')}`,
       `                                       ELSE js_prelude || ${dollarQuote(f.javascript, 'js')} END);`,
     );
   }
   for (const f of FUNCTIONS) {
-    const options = `${f.strict ? 'STRICT ' : ''}VOLATILE PARALLEL SAFE ${PINNED}`;
+    const options = `${f.strict ? 'STRICT ' : ''}VOLATILE ${BRIDGE_PARALLEL} ${PINNED}`;
     const body = `SELECT %1$I.${f.call.replace('cfg', CFG_SQL)}`;
     lines.push(
       `  EXECUTE format('CREATE OR REPLACE FUNCTION %I.${f.name}(${f.args}) RETURNS ${f.returns} LANGUAGE sql ${options} AS %L',`,
