@@ -76,12 +76,9 @@ $body$$f$, target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__decrypt(text, text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__encrypt_array(text[], text, text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__decrypt_array(text[], text[])', target_schema);
-    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__rewrap(text, text[])', target_schema);
-    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__rewrap_array(text[], text[])', target_schema);
-    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__equality_terms(text, text, text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__health(text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__engine_info(text[])', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_setting(name text, fallback integer, max integer) RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_setting(name text, fallback integer, max integer) RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   raw text := nullif(pg_catalog.btrim(pg_catalog.current_setting(name, true)), '');
@@ -98,7 +95,7 @@ BEGIN
   RETURN n::integer;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_setting(text, integer, integer) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_connect(op text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_connect(op text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   st text;
@@ -125,7 +122,7 @@ BEGIN
   END;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_connect(text) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_send(op text, command text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp SET client_min_messages = warning AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_send(op text, command text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp SET client_min_messages = warning AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   timeout_ms integer := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
@@ -162,7 +159,7 @@ BEGIN
   END LOOP;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_send(text, text) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_failed(op text, st text, msg text, det text, hnt text, attempt integer, item_offset integer, total integer) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_failed(op text, st text, msg text, det text, hnt text, attempt integer, item_offset integer, total integer) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   item text[];
@@ -186,7 +183,7 @@ BEGIN
   RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = coalesce(det, ''), HINT = coalesce(hnt, '');
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_failed(text, text, text, text, text, integer, integer, integer) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_one(op text, command text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_one(op text, command text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   result text;
@@ -209,7 +206,7 @@ BEGIN
   RETURN result;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_one(text, text) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_many(op text, command text, item_offset integer, total integer) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_many(op text, command text, item_offset integer, total integer) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   result text[];
@@ -232,7 +229,7 @@ BEGIN
   RETURN result;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_many(text, text, integer, integer) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_array(op text, head text, data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_array(op text, head text, data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   batch integer := @S@.svc__dblink_setting('svc.batch_size', 1000, 10000);
@@ -281,7 +278,7 @@ BEGIN
   RETURN out;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_array(text, text, text[]) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
@@ -289,7 +286,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text) IS %L', target_schema, $c$Encrypts a value under a policy code through the engine; NULL in, NULL out.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text, text) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text, text) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
@@ -299,7 +296,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) IS %L', target_schema, $c$Encrypts a value under a policy name, at policy_version or the latest version when NULL.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
@@ -309,7 +306,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text, integer) IS %L', target_schema, $c$Same as svc_encrypt_by_name: encrypts under a policy name, at policy_version or the latest when NULL.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text, text, integer) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text, text, integer) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_decrypt(data text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_decrypt(data text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   RETURN @S@.svc__dblink_one('svc_decrypt', 'svc_decrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
@@ -317,7 +314,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text) IS %L', target_schema, $c$Decrypts a ciphertext (hub:<policy>:...) through the engine; NULL in, NULL out.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   RETURN @S@.svc__dblink_array('svc_encrypt', 'svc_encrypt_many ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-'), data);
@@ -325,7 +322,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text[], text) IS %L', target_schema, $c$Encrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text[], text) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text[], text) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   RETURN @S@.svc__dblink_array('svc_decrypt', 'svc_decrypt_many', data);
@@ -333,51 +330,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text[]) IS %L', target_schema, $c$Decrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text[]) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text[]) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_rewrap(data text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
-      target_schema, replace(replace($dl$
-BEGIN
-  RETURN @S@.svc__dblink_one('svc_rewrap', 'svc_rewrap ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
-END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
-    EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text) IS %L', target_schema, $c$Re-encrypts a ciphertext under the newest active key version of its own policy's key, inside the engine; unchanged when already there. NULL in, NULL out.$c$);
-    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text) FROM PUBLIC', target_schema);
-    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_rewrap(data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
-      target_schema, replace(replace($dl$
-BEGIN
-  RETURN @S@.svc__dblink_array('svc_rewrap', 'svc_rewrap_many', data);
-END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
-    EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text[]) IS %L', target_schema, $c$svc_rewrap for a one-dimensional array, in batch requests of svc.batch_size; order and NULL elements kept.$c$);
-    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text[]) FROM PUBLIC', target_schema);
-    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text[]) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_equality_terms(data text, policy_code text) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
-      target_schema, replace(replace($dl$
-DECLARE
-  op constant text := 'svc_equality_terms';
-  command constant text := 'svc_equality_terms ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
-  result text[];
-  st text;
-  msg text;
-  det text;
-  hnt text;
-BEGIN
-  FOR attempt IN 1..2 LOOP
-    PERFORM @S@.svc__dblink_send(op, command);
-    BEGIN
-      SELECT pg_catalog.array_agg(t.data ORDER BY t.key_version DESC) INTO result
-        FROM @D@.dblink_get_result('svc_engine') AS t(key_version integer, data text);
-      PERFORM FROM @D@.dblink_get_result('svc_engine') AS t(data text);
-      EXIT;
-    EXCEPTION WHEN OTHERS THEN
-      GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
-    END;
-    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
-  END LOOP;
-  RETURN coalesce(result, '{}');
-END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
-    EXECUTE format('COMMENT ON FUNCTION %I.svc_equality_terms(text, text) IS %L', target_schema, $c$The ciphertexts of a value under every key version of a deterministic policy that can still decrypt, newest first: WHERE col = ANY ((SELECT svc_equality_terms(v, p))::text[]).$c$);
-    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_equality_terms(text, text) FROM PUBLIC', target_schema);
-    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_equality_terms(text, text) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_health() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_health() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   op constant text := 'svc_health';
@@ -405,7 +358,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_health() IS %L', target_schema, $c$The engine's GET /api/health answer; raises SV002 when the engine cannot be reached.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_health() FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_health() TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_engine_info() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_engine_info() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   op constant text := 'svc_engine_info';
@@ -463,12 +416,12 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_array(text, text, text[])', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:eaf9c601b089')
+  py_prelude := replace($py$b = GD.get('svc_bridge:42ed69169b67')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:eaf9c601b089'] = m.Bridge(plpy)
+    b = GD['svc_bridge:42ed69169b67'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into requests to the
 # engine's JSON batch endpoints. It is loaded once per backend (the generated SQL executes this source
@@ -578,21 +531,6 @@ class Bridge:
     def decrypt_array(self, cfg, values):
         return self.run_array(cfg, 'decrypt', values, lambda v: {'data': v})
 
-    def rewrap(self, cfg, data):
-        return self.run_one(cfg, 'rewrap', {'data': data})
-
-    def rewrap_array(self, cfg, values):
-        return self.run_array(cfg, 'rewrap', values, lambda v: {'data': v})
-
-    def equality_terms(self, cfg, data, policy_code):
-        s = self.settings(cfg)
-        path = '/api/equality-terms'
-        answer = self.post_json(s, 'equality_terms', path, {'data': data, 'policyCode': policy_code})
-        terms = answer.get('terms')
-        if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
-            self.fail(UNAVAILABLE, 'engine at %s answered POST %s without terms' % (s.url, path), hint=ENGINE_CHECK_HINT)
-        return terms
-
     def health(self, cfg):
         s = self.settings(cfg)
         status, body = self.exchange(s, 'GET', '/api/health', None, {})
@@ -651,9 +589,9 @@ class Bridge:
             start = end
         return out
 
-    def post_json(self, s, op, path, payload):
-        """POST a JSON body; the answer object of a 200, or the error the engine's refusal stands for."""
-        body = json.dumps(payload, ensure_ascii=False).encode('utf-8')
+    def post_batch(self, s, op, items, offset, total):
+        body = json.dumps({'items': items}, ensure_ascii=False).encode('utf-8')
+        path = '/api/%s/batch' % op
         status, raw = self.exchange(s, 'POST', path, body, {'Content-Type': 'application/json'})
         answer = self.parse(s, path, status, raw)
         if status != 200:
@@ -663,16 +601,10 @@ class Bridge:
                 self.fail(ITEM_FAILED, 'svc_%s: %s' % (op, message or 'HTTP %d' % status))
             self.fail(UNAVAILABLE, 'engine at %s answered HTTP %d to POST %s%s' % (s.url, status, path, ': ' + message if message else ''),
                       hint=ENGINE_CHECK_HINT)
-        return answer if isinstance(answer, dict) else {}
-
-    def post_batch(self, s, op, items, offset, total):
-        path = '/api/%s/batch' % op
-        answer = self.post_json(s, op, path, {'items': items})
-        results = answer.get('results')
+        results = answer.get('results') if isinstance(answer, dict) else None
         if not isinstance(results, list) or len(results) != len(items):
             self.fail(UNAVAILABLE, 'engine at %s answered POST %s without one result per item' % (s.url, path), hint=ENGINE_CHECK_HINT)
-        # Encrypt and rewrap answer a ciphertext, decrypt a plaintext.
-        field = 'decryptedData' if op == 'decrypt' else 'encryptedData'
+        field = 'encryptedData' if op == 'encrypt' else 'decryptedData'
         out = []
         for index, result in enumerate(results):
             if not result.get('success'):
@@ -783,8 +715,8 @@ def describe(error):
     text = str(error) or error.__class__.__name__
     return text.split('] ', 1)[-1] if text.startswith('[Errno') else text
 $svc_python_module$, 'UTF8'), 'base64'), E'\n', ''));
-  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:14a616703a4e'];
-if (!b) b = globalThis['svc_bridge:14a616703a4e'] = ((function () {
+  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:16f80984d72f'];
+if (!b) b = globalThis['svc_bridge:16f80984d72f'] = ((function () {
 var exports = {};
 "use strict";
 Object.defineProperty(exports, "__esModule", { value: true });
@@ -875,8 +807,9 @@ function createBridge(plv8, schema, httpSchema) {
             return null;
         }
     }
-    function postJson(s, op, path, payload) {
-        const { status, content } = exchange(s, 'POST', path, JSON.stringify(payload), [
+    function postBatch(s, op, items, offset, total) {
+        const path = `/api/${op}/batch`;
+        const { status, content } = exchange(s, 'POST', path, JSON.stringify({ items }), [
             ['Content-Type', 'application/json'],
         ]);
         const answer = parse(s, path, status, content);
@@ -887,12 +820,7 @@ function createBridge(plv8, schema, httpSchema) {
             }
             fail(exports.SQLSTATES.unavailable, `engine at ${s.url} answered HTTP ${status} to POST ${path}${message ? `: ${message}` : ''}`, undefined, ENGINE_CHECK_HINT);
         }
-        return answer !== null && typeof answer === 'object' ? answer : {};
-    }
-    function postBatch(s, op, items, offset, total) {
-        const path = `/api/${op}/batch`;
-        const answer = postJson(s, op, path, { items });
-        const results = answer.results;
+        const results = answer === null || answer === void 0 ? void 0 : answer.results;
         if (!Array.isArray(results) || results.length !== items.length) {
             fail(exports.SQLSTATES.unavailable, `engine at ${s.url} answered POST ${path} without one result per item`, undefined, ENGINE_CHECK_HINT);
         }
@@ -901,7 +829,7 @@ function createBridge(plv8, schema, httpSchema) {
                 const detail = total > 1 ? `item ${offset + index + 1} of ${total}` : undefined;
                 fail(exports.SQLSTATES.itemFailed, `svc_${op}: ${result.message || 'item failed'}`, detail);
             }
-            return String(op === 'decrypt' ? result.decryptedData : result.encryptedData);
+            return String(op === 'encrypt' ? result.encryptedData : result.decryptedData);
         });
     }
     function runOne(cfg, op, item) {
@@ -955,17 +883,6 @@ function createBridge(plv8, schema, httpSchema) {
         decrypt: (cfg, data) => runOne(cfg, 'decrypt', { data }),
         encryptArray: (cfg, values, policyCode) => runArray(cfg, 'encrypt', values, (data) => ({ data, policyCode })),
         decryptArray: (cfg, values) => runArray(cfg, 'decrypt', values, (data) => ({ data })),
-        rewrap: (cfg, data) => runOne(cfg, 'rewrap', { data }),
-        rewrapArray: (cfg, values) => runArray(cfg, 'rewrap', values, (data) => ({ data })),
-        equalityTerms: (cfg, data, policyCode) => {
-            const s = settings(cfg);
-            const path = '/api/equality-terms';
-            const { terms } = postJson(s, 'equality_terms', path, { data, policyCode });
-            if (!Array.isArray(terms) || !terms.every((t) => typeof t === 'string')) {
-                fail(exports.SQLSTATES.unavailable, `engine at ${s.url} answered POST ${path} without terms`, undefined, ENGINE_CHECK_HINT);
-            }
-            return terms;
-        },
         health,
         engineInfo: (cfg) => {
             const s = settings(cfg);
@@ -994,70 +911,52 @@ return exports;
 $js$,
     '@SCHEMA_JSON@', to_json(quote_ident(target_schema))::text),
     '@HTTP_JSON@', coalesce(to_json(http_schema)::text, 'null'));
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt(data text, policy_code text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt(data text, policy_code text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.encrypt(cfg, data, policy_code)$py$
                                        ELSE js_prelude || $js$return b.encrypt(cfg, data, policy_code);$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_by_name(data text, policy_name text, policy_version integer, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_by_name(data text, policy_name text, policy_version integer, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$if data is None or policy_name is None:
     return None
 return b.encrypt_by_name(cfg, data, policy_name, policy_version)$py$
                                        ELSE js_prelude || $js$if (data === null || policy_name === null) return null;
 return b.encryptByName(cfg, data, policy_name, policy_version);$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt(data text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt(data text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.decrypt(cfg, data)$py$
                                        ELSE js_prelude || $js$return b.decrypt(cfg, data);$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_array(data text[], policy_code text, cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_array(data text[], policy_code text, cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.encrypt_array(cfg, data, policy_code)$py$
                                        ELSE js_prelude || $js$return b.encryptArray(cfg, data, policy_code);$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt_array(data text[], cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt_array(data text[], cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.decrypt_array(cfg, data)$py$
                                        ELSE js_prelude || $js$return b.decryptArray(cfg, data);$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__rewrap(data text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.rewrap(cfg, data)$py$
-                                       ELSE js_prelude || $js$return b.rewrap(cfg, data);$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__rewrap_array(data text[], cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.rewrap_array(cfg, data)$py$
-                                       ELSE js_prelude || $js$return b.rewrapArray(cfg, data);$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__equality_terms(data text, policy_code text, cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.equality_terms(cfg, data, policy_code)$py$
-                                       ELSE js_prelude || $js$return b.equalityTerms(cfg, data, policy_code);$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__health(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__health(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.health(cfg)$py$
                                        ELSE js_prelude || $js$return JSON.parse(b.health(cfg));$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__engine_info(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__engine_info(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.engine_info(cfg)$py$
                                        ELSE js_prelude || $js$return JSON.parse(b.engineInfo(cfg));$js$ END);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__encrypt(data, policy_code, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text) IS %L', target_schema, $c$Encrypts a value under a policy code through the engine; NULL in, NULL out.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE sql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE sql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__encrypt_by_name(data, policy_name, policy_version, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) IS %L', target_schema, $c$Encrypts a value under a policy name, at policy_version or the latest version when NULL.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE sql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE sql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__encrypt_by_name(data, policy_name, policy_version, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text, integer) IS %L', target_schema, $c$Same as svc_encrypt_by_name: encrypts under a policy name, at policy_version or the latest when NULL.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__decrypt(data, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text) IS %L', target_schema, $c$Decrypts a ciphertext (hub:<policy>:...) through the engine; NULL in, NULL out.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__encrypt_array(data, policy_code, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text[], text) IS %L', target_schema, $c$Encrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__decrypt_array(data, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text[]) IS %L', target_schema, $c$Decrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_rewrap(data text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__rewrap(data, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
-  EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text) IS %L', target_schema, $c$Re-encrypts a ciphertext under the newest active key version of its own policy's key, inside the engine; unchanged when already there. NULL in, NULL out.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_rewrap(data text[]) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__rewrap_array(data, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
-  EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text[]) IS %L', target_schema, $c$svc_rewrap for a one-dimensional array, in batch requests of svc.batch_size; order and NULL elements kept.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_equality_terms(data text, policy_code text) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__equality_terms(data, policy_code, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
-  EXECUTE format('COMMENT ON FUNCTION %I.svc_equality_terms(text, text) IS %L', target_schema, $c$The ciphertexts of a value under every key version of a deterministic policy that can still decrypt, newest first: WHERE col = ANY ((SELECT svc_equality_terms(v, p))::text[]).$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_health() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_health() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__health(ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_health() IS %L', target_schema, $c$The engine's GET /api/health answer; raises SV002 when the engine cannot be reached.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_engine_info() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_engine_info() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__engine_info(ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_engine_info() IS %L', target_schema, $c$The bridge settings in effect, the engine health and, when readable, its runtime info.$c$);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt(text, text, text[]) FROM PUBLIC', target_schema);
@@ -1070,12 +969,6 @@ return b.encryptByName(cfg, data, policy_name, policy_version);$js$ END);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__encrypt_array(text[], text, text[]) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__decrypt_array(text[], text[]) FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__decrypt_array(text[], text[]) TO svc_user', target_schema);
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__rewrap(text, text[]) FROM PUBLIC', target_schema);
-  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__rewrap(text, text[]) TO svc_user', target_schema);
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__rewrap_array(text[], text[]) FROM PUBLIC', target_schema);
-  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__rewrap_array(text[], text[]) TO svc_user', target_schema);
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__equality_terms(text, text, text[]) FROM PUBLIC', target_schema);
-  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__equality_terms(text, text, text[]) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__health(text[]) FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__health(text[]) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__engine_info(text[]) FROM PUBLIC', target_schema);
@@ -1092,12 +985,6 @@ return b.encryptByName(cfg, data, policy_name, policy_version);$js$ END);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text[], text) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text[]) FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text[]) TO svc_user', target_schema);
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text) FROM PUBLIC', target_schema);
-  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text) TO svc_user', target_schema);
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text[]) FROM PUBLIC', target_schema);
-  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text[]) TO svc_user', target_schema);
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_equality_terms(text, text) FROM PUBLIC', target_schema);
-  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_equality_terms(text, text) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_health() FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_health() TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_engine_info() FROM PUBLIC', target_schema);
@@ -1152,7 +1039,7 @@ BEGIN
   chunk_sql := format($q$
     WITH chunk AS MATERIALIZED (
       SELECT %3$I AS k, %2$I AS v FROM %1$s
-       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND NOT (%2$I ~ '^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$' AND pg_catalog.length(pg_catalog.split_part(%2$I, ':', 2)) <= 128)
+       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND %2$I !~ '^hub:[A-Za-z0-9_.-]{1,128}:[A-Za-z0-9_-]+$'
        ORDER BY %3$I LIMIT $2 FOR UPDATE
     ), agg AS (
       SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v::text ORDER BY k) AS vs FROM chunk
@@ -1212,7 +1099,7 @@ BEGIN
   chunk_sql := format($q$
     WITH chunk AS MATERIALIZED (
       SELECT %3$I AS k, %2$I AS v FROM %1$s
-       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND (%2$I ~ '^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$' AND pg_catalog.length(pg_catalog.split_part(%2$I, ':', 2)) <= 128)
+       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND %2$I ~ '^hub:[A-Za-z0-9_.-]{1,128}:[A-Za-z0-9_-]+$'
        ORDER BY %3$I LIMIT $2 FOR UPDATE
     ), agg AS (
       SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v::text ORDER BY k) AS vs FROM chunk
@@ -1238,130 +1125,5 @@ $p$, '@SCHEMA@', quote_ident(target_schema)));
   EXECUTE format('GRANT EXECUTE ON PROCEDURE %I.svc_encrypt_column(regclass, name, text, integer, name) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON PROCEDURE %I.svc_decrypt_column(regclass, name, integer, name) FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON PROCEDURE %I.svc_decrypt_column(regclass, name, integer, name) TO svc_user', target_schema);
-END
-$svc_install$;
-
-DO $svc_install$
-DECLARE
-  target_schema text := current_schema();
-BEGIN
-  IF to_regprocedure(format('%I.svc_rewrap(text[])', target_schema)) IS NULL THEN
-    RAISE EXCEPTION 'svc bridge: install the bridge functions (0001-install-bridge.sql) in schema % first', target_schema
-      USING ERRCODE = 'SV003';
-  END IF;
-  -- Neither SET search_path nor STRICT: either keeps this one-expression function from being inlined
-  -- (NULL in still gives NULL out); every name is qualified.
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_key_version(data text) RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
-    target_schema, $f$
-  SELECT CASE WHEN data ~ '^hub:[A-Za-z0-9_.-]+:AQ[A-Za-z0-9_-]{6}' THEN
-    nullif(greatest(('x' || pg_catalog.substr(pg_catalog.encode(pg_catalog.decode(pg_catalog.translate(
-      pg_catalog.substr(pg_catalog.split_part(data, ':', 3), 1, 8), '-_', '+/'), 'base64'), 'hex'), 5, 8))::pg_catalog.bit(32)::integer, -1), -1)
-  END$f$);
-  EXECUTE format('COMMENT ON FUNCTION %I.svc_key_version(text) IS %L', target_schema, $c$The key version recorded in a ciphertext's header, read without the engine; NULL when the value is not a ciphertext.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_key_versions(tbl regclass, col name)
-      RETURNS TABLE (policy_code text, key_version integer, value_count bigint)
-      LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS %L', target_schema, replace($f$
-BEGIN
-  IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
-                  WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped AND t.typcategory = 'S') THEN
-    RAISE EXCEPTION 'svc_key_versions: % has no text column %', tbl, col USING ERRCODE = '42703';
-  END IF;
-  RETURN QUERY EXECUTE pg_catalog.format(
-    'SELECT CASE WHEN (v ~ ''^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$'' AND pg_catalog.length(pg_catalog.split_part(v, '':'', 2)) <= 128) THEN pg_catalog.split_part(v, '':'', 2) END,
-            @SCHEMA@.svc_key_version(v), pg_catalog.count(*)
-       FROM (SELECT %2$I::text AS v FROM %1$s WHERE %2$I IS NOT NULL) AS s GROUP BY 1, 2 ORDER BY 1, 2',
-    tbl, col);
-END$f$, '@SCHEMA@', quote_ident(target_schema)));
-  EXECUTE format('COMMENT ON FUNCTION %I.svc_key_versions(regclass, name) IS %L', target_schema, $c$Counts a column's values per policy and key version (policy_code and key_version NULL: not a ciphertext), to see that no value of an old version remains before retiring it.$c$);
-  -- No SET search_path: a procedure with a SET clause cannot COMMIT; every name inside is qualified.
-  EXECUTE format('CREATE OR REPLACE PROCEDURE %I.svc_rewrap_column(tbl regclass, col name, chunk_rows integer DEFAULT 10000,
-      key_column name DEFAULT NULL, dry_run boolean DEFAULT false) LANGUAGE plpgsql AS %L', target_schema, replace($p$
-DECLARE
-  key_col name := key_column;
-  key_type text;
-  chunk_sql text;
-  last_key text;
-  examined bigint;
-  changed bigint;
-  learnt jsonb;
-  -- The newest key version per policy code, learnt from what rewrap answers: values already there are
-  -- skipped without a round trip, so a second run only reads the table.
-  newest jsonb := '{}';
-  done bigint := 0;
-  rewritten bigint := 0;
-  started timestamptz := clock_timestamp();
-  seconds float8;
-  counted record;
-BEGIN
-  IF chunk_rows IS NULL OR chunk_rows < 1 THEN
-    RAISE EXCEPTION 'svc_rewrap_column: chunk_rows must be a positive integer' USING ERRCODE = '22023';
-  END IF;
-  IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
-                  WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped AND t.typcategory = 'S') THEN
-    RAISE EXCEPTION 'svc_rewrap_column: % has no text column %', tbl, col USING ERRCODE = '42703';
-  END IF;
-  IF key_col IS NULL THEN
-    SELECT a.attname INTO key_col
-      FROM pg_catalog.pg_index i JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
-     WHERE i.indrelid = tbl AND i.indisprimary AND i.indnkeyatts = 1;
-    IF key_col IS NULL THEN
-      RAISE EXCEPTION 'svc_rewrap_column: % has no single-column primary key', tbl
-        USING ERRCODE = '22023', HINT = 'Pass key_column => a unique, not-null column to walk the table by.';
-    END IF;
-  END IF;
-  SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) INTO key_type
-    FROM pg_catalog.pg_attribute a WHERE a.attrelid = tbl AND a.attname = key_col AND a.attnum > 0 AND NOT a.attisdropped;
-  IF key_type IS NULL THEN
-    RAISE EXCEPTION 'svc_rewrap_column: % has no column %', tbl, key_col USING ERRCODE = '42703';
-  END IF;
-  IF dry_run THEN
-    FOR counted IN SELECT * FROM @SCHEMA@.svc_key_versions(tbl, col) LOOP
-      RAISE NOTICE 'svc_rewrap_column (dry run): policy %, key version %: % values', coalesce(counted.policy_code, '(not a ciphertext)'),
-        coalesce(counted.key_version::text, '-'), counted.value_count;
-    END LOOP;
-    RETURN;
-  END IF;
-  -- One chunk: lock the next ciphertexts (in key order) not known to be at their policy's newest
-  -- version, rewrap them in one array call, write back only the values that changed, and report the
-  -- rows examined, the rows changed, the last key and the versions the engine answered with.
-  chunk_sql := format($q$
-    WITH chunk AS MATERIALIZED (
-      SELECT %3$I AS k, %2$I::text AS v FROM %1$s
-       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND (%2$I ~ '^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$' AND pg_catalog.length(pg_catalog.split_part(%2$I, ':', 2)) <= 128)
-         AND NOT coalesce(@SCHEMA@.svc_key_version(%2$I) >= ($3::jsonb ->> pg_catalog.split_part(%2$I, ':', 2))::integer, false)
-       ORDER BY %3$I LIMIT $2 FOR UPDATE
-    ), agg AS (
-      SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v ORDER BY k) AS vs FROM chunk
-    ), res AS (
-      SELECT u.k, u.v FROM agg, LATERAL ROWS FROM (pg_catalog.unnest(agg.ks), pg_catalog.unnest(@SCHEMA@.svc_rewrap(agg.vs))) AS u(k, v)
-    ), upd AS (
-      UPDATE %1$s t SET %2$I = res.v FROM res JOIN chunk ON chunk.k = res.k
-       WHERE t.%3$I = res.k AND res.v IS DISTINCT FROM chunk.v RETURNING 1
-    )
-    SELECT (SELECT pg_catalog.count(*) FROM chunk), (SELECT pg_catalog.count(*) FROM upd),
-           (SELECT k::text FROM chunk ORDER BY k DESC LIMIT 1),
-           (SELECT pg_catalog.jsonb_object_agg(p, m) FROM (
-              SELECT pg_catalog.split_part(v, ':', 2) AS p, pg_catalog.max(@SCHEMA@.svc_key_version(v)) AS m FROM res GROUP BY 1) AS x)$q$, tbl, col, key_col, key_type);
-  LOOP
-    EXECUTE chunk_sql INTO examined, changed, last_key, learnt USING last_key, chunk_rows, newest;
-    EXIT WHEN examined = 0;
-    COMMIT;
-    newest := newest || coalesce(learnt, '{}');
-    done := done + examined;
-    rewritten := rewritten + changed;
-    seconds := greatest(extract(epoch FROM clock_timestamp() - started)::float8, 0.000001);
-    RAISE NOTICE 'svc_rewrap_column: % values examined, % rewrapped, % values/s', done, rewritten, round(done / seconds);
-  END LOOP;
-  RAISE NOTICE 'svc_rewrap_column: finished, % values rewrapped of % examined in % s', rewritten, done,
-    round(extract(epoch FROM clock_timestamp() - started)::numeric, 3);
-END
-$p$, '@SCHEMA@', quote_ident(target_schema)));
-  EXECUTE format('COMMENT ON PROCEDURE %I.svc_rewrap_column(regclass, name, integer, name, boolean) IS %L', target_schema, $c$Rewraps a column in place to the newest key version of each value's policy, in chunks, committing each; skips values already there, so a second run is cheap and an interrupted one resumes. dry_run only counts values per key version.$c$);
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_key_version(text) FROM PUBLIC', target_schema);
-  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_key_version(text) TO svc_user', target_schema);
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_key_versions(regclass, name) FROM PUBLIC', target_schema);
-  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_key_versions(regclass, name) TO svc_user', target_schema);
-  EXECUTE format('REVOKE ALL ON PROCEDURE %I.svc_rewrap_column(regclass, name, integer, name, boolean) FROM PUBLIC', target_schema);
-  EXECUTE format('GRANT EXECUTE ON PROCEDURE %I.svc_rewrap_column(regclass, name, integer, name, boolean) TO svc_user', target_schema);
 END
 $svc_install$;

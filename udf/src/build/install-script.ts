@@ -104,8 +104,13 @@ BEGIN
     WHEN ${mode === 'extension' ? "EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'dblink')" : has('dblink')} THEN 'dblink'
   END);
   IF bridge IS NULL THEN
-    RAISE EXCEPTION 'svc bridge: this database offers neither plpython3u, nor plv8 with the http extension, nor dblink'
-      USING ERRCODE = 'SV003', HINT = 'Install postgresql-plpython3-<version> (Debian) or plv8 and pgsql-http, or make dblink available, then apply again.';
+    RAISE EXCEPTION 'svc bridge: ${mode === 'extension' ? 'this database has none of the bridge languages installed: plpython3u, plv8 with http, or dblink' : 'this database offers neither plpython3u, nor plv8 with the http extension, nor dblink'}'
+      USING ERRCODE = 'SV003', HINT = '${
+  mode === 'extension'
+    ? // CREATE EXTENSION only sees languages already created in the database, not what the server could offer.
+    "Create one first, then CREATE EXTENSION svc_bridge again: CREATE EXTENSION plpython3u; or CREATE EXTENSION dblink; (managed services), or CREATE EXTENSION plv8; CREATE EXTENSION http;. See docs/sql.md."
+    : 'Install postgresql-plpython3-<version> (Debian) or plv8 and pgsql-http, or make dblink available, then apply again.'
+}';
   END IF;
 ${ensureLanguage}
   IF bridge = 'plv8' THEN
@@ -549,22 +554,41 @@ ${uninstallBlock()}`,
   };
 }
 
-export const EXTENSION_VERSION = '1.0';
+/**
+ * The extension's current version. Every released version's script stays as it was released (a copy
+ * under udf/src/extension-history/, never regenerated), and the upgrade from each of them is the current
+ * script: every object is CREATE OR REPLACE'd, grants are re-stated, so applying it over an older version
+ * leaves exactly what a fresh install of this version has (a test compares the two).
+ */
+export const EXTENSION_VERSION = '1.1';
+/** Versions released before EXTENSION_VERSION, oldest first. */
+export const RELEASED_EXTENSION_VERSIONS = ['1.0'] as const;
 
-export function extensionFiles(sources: BridgeSources): Record<string, string> {
-  return {
+function extensionScript(sources: BridgeSources, upgrade: boolean): string {
+  return `${HEADER}
+-- The same objects as sql/migrations, for CREATE EXTENSION svc_bridge [SCHEMA s]${upgrade ? ' and ALTER EXTENSION svc_bridge UPDATE' : ''}. The bridge
+-- language must already be installed (CREATE EXTENSION plpython3u, or dblink or plv8 and http with SET svc.bridge).
+\\echo Use "${upgrade ? 'ALTER EXTENSION svc_bridge UPDATE' : 'CREATE EXTENSION svc_bridge'}" to load this file. \\quit
+${bridgeBlock('extension', sources)}
+${proceduresBlock('extension')}
+${rotationBlock('extension')}`;
+}
+
+export function extensionFiles(sources: BridgeSources, history: Readonly<Record<string, string>>): Record<string, string> {
+  const files: Record<string, string> = {
     'extension/svc_bridge.control': `# svc bridge: svc_encrypt / svc_decrypt through the encryption engine (see docs/sql.md)
 comment = 'svc_encrypt / svc_decrypt and bulk column procedures calling the encryption engine'
 default_version = '${EXTENSION_VERSION}'
 relocatable = false
 superuser = true
 `,
-    [`extension/svc_bridge--${EXTENSION_VERSION}.sql`]: `${HEADER}
--- The same objects as sql/migrations, for CREATE EXTENSION svc_bridge [SCHEMA s]. The bridge language must
--- already be installed (CREATE EXTENSION plpython3u, or plv8 and http with SET svc.bridge = 'plv8').
-\\echo Use "CREATE EXTENSION svc_bridge" to load this file. \\quit
-${bridgeBlock('extension', sources)}
-${proceduresBlock('extension')}
-${rotationBlock('extension')}`,
+    [`extension/svc_bridge--${EXTENSION_VERSION}.sql`]: extensionScript(sources, false),
   };
+  for (const version of RELEASED_EXTENSION_VERSIONS) {
+    const released = history[version];
+    if (released === undefined) throw new Error(`the script of released extension version ${version} is missing`);
+    files[`extension/svc_bridge--${version}.sql`] = released;
+    files[`extension/svc_bridge--${version}--${EXTENSION_VERSION}.sql`] = extensionScript(sources, true);
+  }
+  return files;
 }
