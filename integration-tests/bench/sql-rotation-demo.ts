@@ -87,6 +87,8 @@ async function main(): Promise<void> {
     console.log(JSON.stringify(await hub.admin('POST', `/tenants/${TENANT}/keys/pii-email/rotate`)));
     await hub.admin('POST', `/tenants/${TENANT}/push`, { engineUrl: engine.opsUrl, mode: 'incremental' });
 
+    // One version-1 ciphertext kept aside, as a backup taken before the rewrap would hold it.
+    const versionOne = await withClient(urls.plpython3u as string, async (c) => (await c.query('SELECT email FROM customers WHERE id = 1')).rows[0].email as string);
     const auditFrom = (await readFile(join(engine.dataDir, 'audit.log'), 'utf8').catch(() => '')).length;
     for (const bridge of BRIDGES) {
       await withClient(urls[bridge] as string, async (c) => {
@@ -105,7 +107,10 @@ async function main(): Promise<void> {
     const retired = await ops.ops('POST', '/keys/min-decryption-version', { alias: 'pii-email', minDecryptionVersion: 2 });
     console.log(`  ${retired.status} ${JSON.stringify(retired.body)}`);
     await withClient(urls.plpython3u as string, async (c) => {
-      await table(c, 'SELECT count(*) AS readable FROM customers WHERE svc_decrypt(email) LIKE \'user%@example.com\'');
+      await table(c, `SELECT count(*) AS readable FROM unnest((SELECT svc_decrypt(array_agg(email)) FROM customers)) AS p
+                       WHERE p LIKE 'user%@example.com'`);
+      const refused = await c.query('SELECT svc_decrypt($1)', [versionOne]).then(() => 'decrypted', (e: Error) => e.message);
+      console.log(`\nSELECT svc_decrypt(<a version-1 ciphertext kept from before the rewrap>)\n  ERROR: ${refused}`);
     });
 
     await new Promise((resolve) => setTimeout(resolve, 1500));
