@@ -32,6 +32,9 @@ BEGIN
       EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', ext_function);
     END LOOP;
   END IF;
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_key_version(text)', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_key_versions(regclass, name)', target_schema);
+  EXECUTE format('DROP PROCEDURE IF EXISTS %1$I.svc_rewrap_column(regclass, name, integer, name, boolean)', target_schema);
   EXECUTE format('DROP PROCEDURE IF EXISTS %1$I.svc_encrypt_column(regclass, name, text, integer, name)', target_schema);
   EXECUTE format('DROP PROCEDURE IF EXISTS %1$I.svc_decrypt_column(regclass, name, integer, name)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_encrypt(text, text)', target_schema);
@@ -40,6 +43,9 @@ BEGIN
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_decrypt(text)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_encrypt(text[], text)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_decrypt(text[])', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_rewrap(text)', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_rewrap(text[])', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_equality_terms(text, text)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_health()', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_engine_info()', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__encrypt(text, text, text[])', target_schema);
@@ -47,6 +53,9 @@ BEGIN
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__decrypt(text, text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__encrypt_array(text[], text, text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__decrypt_array(text[], text[])', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__rewrap(text, text[])', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__rewrap_array(text[], text[])', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__equality_terms(text, text, text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__health(text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__engine_info(text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_setting(text, integer, integer)', target_schema);

@@ -117,8 +117,8 @@ describe('migrations', () => {
     const settings = { 'svc.install_schema': 'crypto' };
     await applyMigrations(url, settings);
     const objects = await bridgeObjects(url, 'crypto');
-    expect(objects).toContain('svc_encrypt(text,text) f sql s v search_path=pg_catalog, pg_temp');
-    expect(objects).toContain('svc__encrypt(text,text,text[]) f plpython3u s v search_path=pg_catalog, pg_temp');
+    expect(objects).toContain('svc_encrypt(text,text) f sql u v search_path=pg_catalog, pg_temp');
+    expect(objects).toContain('svc__encrypt(text,text,text[]) f plpython3u u v search_path=pg_catalog, pg_temp');
     expect(objects).toContain('svc_encrypt_column(regclass,name,text,integer,name) p plpgsql u v ');
     const usage = await withClient(url, async (c) =>
       (await c.query("SELECT has_schema_privilege('svc_user', 'crypto', 'USAGE') AS u")).rows[0]?.u,
@@ -186,9 +186,9 @@ describe('the extension', () => {
   let engine: RunningEngine | undefined;
   afterAll(() => engine?.dispose());
 
-  it('creates the same objects with CREATE EXTENSION, works, and DROP EXTENSION leaves the schema as it was', async () => {
+  /** Our own throwaway cluster: install the extension files into its share directory, like `make install`. */
+  async function installExtensionFiles(): Promise<void> {
     if (source === 'local') {
-      // Our own throwaway cluster: install the extension files into its share directory, like `make install`.
       const share = (await runTool(binDir, 'pg_config', ['--sharedir'])).trim();
       try {
         for (const file of readdirSync(join(SQL_DIR, 'extension'))) {
@@ -198,6 +198,10 @@ describe('the extension', () => {
         throw new Error(`cannot install the extension files into ${share}/extension (run the tests as root, or set TEST_DATABASE_URL to a server that has them): ${(error as Error).message}`);
       }
     }
+  }
+
+  it('creates the same objects with CREATE EXTENSION, works, and DROP EXTENSION leaves the schema as it was', async () => {
+    await installExtensionFiles();
     const url = await freshDatabase('svc_install_ext_it');
     const available = await withClient(url, async (c) =>
       (await c.query("SELECT count(*)::int AS n FROM pg_available_extensions WHERE name = 'svc_bridge'")).rows[0]?.n,
@@ -222,5 +226,60 @@ describe('the extension', () => {
     // The server is the DBA's and depends on the extension's foreign-data wrapper: it goes first.
     await withClient(url, (c) => c.query('DROP SERVER svc_engine; DROP EXTENSION svc_bridge; DROP SCHEMA svc_ext'));
     expect(await dump(url)).toBe(before);
+  });
+
+  it('upgrades from 1.0 with ALTER EXTENSION UPDATE to what a fresh install gives, and old ciphertexts still decrypt', async () => {
+    await installExtensionFiles();
+    const url = await freshDatabase('svc_install_upgrade_it');
+    engine ??= await startEngine();
+    const definitions = (db: string) =>
+      withClient(db, async (c) =>
+        (
+          await c.query<{ d: string }>(
+            `SELECT p.oid::regprocedure::text || ' ' || p.proparallel::text || ' ' || p.prosecdef::text || ' ' || pg_catalog.md5(p.prosrc)
+                    || ' ' || coalesce(p.proacl::text, '') AS d
+               FROM pg_proc p WHERE p.pronamespace = 'svc_ext'::regnamespace ORDER BY 1`,
+          )
+        ).rows.map((r) => r.d),
+      );
+    const old = await withClient(url, async (c) => {
+      await c.query("CREATE SCHEMA svc_ext; CREATE EXTENSION svc_bridge VERSION '1.0' SCHEMA svc_ext");
+      await c.query(`SET svc.engine_url = '${engine?.url}'`);
+      return (await c.query("SELECT svc_ext.svc_encrypt('made under 1.0', 'DEMO_RANDOM') AS c")).rows[0]?.c as string;
+    });
+    await withClient(url, (c) => c.query('ALTER EXTENSION svc_bridge UPDATE'));
+    const reference = await freshDatabase('svc_install_fresh_it');
+    await withClient(reference, (c) => c.query('CREATE SCHEMA svc_ext; CREATE EXTENSION svc_bridge SCHEMA svc_ext'));
+    try {
+      expect(await withClient(url, async (c) => (await c.query("SELECT extversion FROM pg_extension WHERE extname = 'svc_bridge'")).rows[0]?.extversion)).toBe('1.1');
+      expect(await definitions(url)).toEqual(await definitions(reference));
+      // 1.0 read the address from svc.engine_url; from 1.1 on it is the foreign server's.
+      await setEngineServer(url, { url: engine.url });
+      const after = await withClient(url, async (c) => {
+        const { rows } = await c.query('SELECT svc_ext.svc_decrypt($1) AS p, svc_ext.svc_decrypt(svc_ext.svc_rewrap($1)) AS q', [old]);
+        return rows[0];
+      });
+      expect(after).toEqual({ p: 'made under 1.0', q: 'made under 1.0' });
+    } finally {
+      await dropDatabase(adminUrl, 'svc_install_upgrade_it');
+      await dropDatabase(adminUrl, 'svc_install_fresh_it');
+    }
+  });
+
+  it('says which language to create first when CREATE EXTENSION finds none', async () => {
+    await installExtensionFiles();
+    const url = await createDatabase(adminUrl, 'svc_install_nolang_it');
+    try {
+      const error = await withClient(url, (c) => c.query('CREATE EXTENSION svc_bridge')).then(
+        () => undefined,
+        (e: pg.DatabaseError) => e,
+      );
+      expect(error?.code).toBe('SV003');
+      expect(error?.message).toBe('svc bridge: this database has none of the bridge languages installed: plpython3u, plv8 with http, or dblink');
+      expect(error?.hint).toContain('CREATE EXTENSION plpython3u;');
+      expect(error?.hint).toContain('CREATE EXTENSION dblink;');
+    } finally {
+      await dropDatabase(adminUrl, 'svc_install_nolang_it');
+    }
   });
 });

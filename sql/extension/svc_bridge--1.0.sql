@@ -12,7 +12,7 @@ DECLARE
   py_prelude text;
   js_prelude text;
   dblink_schema text;
-  ext_function regprocedure;
+  dblink_function regprocedure;
 BEGIN
   SELECT l.lanname INTO previous
     FROM pg_catalog.pg_proc p
@@ -66,8 +66,8 @@ BEGIN
   RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, DETAIL = coalesce(detail, ''), HINT = coalesce(hint, '');
 END
 $body$$f$, target_schema);
-  -- Called by the plv8 bridge, which runs as the owner of the functions: nobody else needs it.
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__raise(text, text, text, text) FROM PUBLIC, svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__raise(text, text, text, text) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__raise(text, text, text, text) TO svc_user', target_schema);
   IF bridge = 'dblink' THEN
     SELECT pg_catalog.quote_ident(n.nspname) INTO dblink_schema
       FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'dblink';
@@ -397,16 +397,16 @@ BEGIN
     'health', @S@.svc_health(),
     'runtime', result);
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
-    EXECUTE format('COMMENT ON FUNCTION %I.svc_engine_info() IS %L', target_schema, $c$The engine address and bridge settings in effect, the engine health and, when readable, its runtime info.$c$);
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_engine_info() IS %L', target_schema, $c$The bridge settings in effect, the engine health and, when readable, its runtime info.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_engine_info() FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_engine_info() TO svc_user', target_schema);
-    FOR ext_function IN
+    FOR dblink_function IN
       SELECT p.oid::regprocedure FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
         JOIN pg_catalog.pg_proc p ON p.oid = d.objid
        WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass AND e.extname = 'dblink'
-         AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e' AND p.proname NOT IN ('dblink_connect_u')
+         AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e' AND p.proname <> 'dblink_connect_u'
     LOOP
-      EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', ext_function);
+      EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', dblink_function);
     END LOOP;
   ELSE
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_setting(text, integer, integer)', target_schema);
@@ -416,12 +416,12 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_array(text, text, text[])', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:074d09da9021')
+  py_prelude := replace($py$b = GD.get('svc_bridge:42ed69169b67')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:074d09da9021'] = m.Bridge(plpy)
+    b = GD['svc_bridge:42ed69169b67'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into requests to the
 # engine's JSON batch endpoints. It is loaded once per backend (the generated SQL executes this source
@@ -429,10 +429,9 @@ $py$, '@MODULE_B64@',
 # reused connection turns out to be broken, and reports every failure as an SQL error with a documented
 # SQLSTATE (docs/sql.md). It never puts data values into messages.
 #
-# The engine address (the options of the foreign server svc_engine, the DBA's) and the svc.* settings
-# arrive as an argument (`cfg`, read by the SECURITY DEFINER SQL wrapper) rather than through plpy.execute,
-# because PL/Python runs every plpy.execute in a subtransaction and parallel workers cannot start one; for
-# the same reason only a non-worker backend polls for interrupts.
+# The svc.* settings arrive as an argument (`cfg`, read by the SQL wrapper with current_setting) rather
+# than through plpy.execute, because PL/Python runs every plpy.execute in a subtransaction and parallel
+# workers cannot start one; for the same reason only a non-worker backend polls for interrupts.
 import http.client
 import json
 import select
@@ -441,13 +440,7 @@ from urllib.parse import urlsplit
 
 ITEM_FAILED = 'SV001'  # the engine refused an item (or the request): unknown policy, bad ciphertext, ...
 UNAVAILABLE = 'SV002'  # the engine could not be reached, timed out, or answered something unusable
-CONFIG = 'SV003'  # the engine address (server svc_engine) or a svc.* setting is missing or invalid
-
-# The one place that holds the engine address, and the foreign-data wrapper it must be on (docs/sql.md §2).
-SERVER = 'svc_engine'
-BRIDGE_FDW = 'svc_bridge_fdw'
-SERVER_HINT = ("CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw OPTIONS (url 'http://127.0.0.1:8080') "
-               'as a superuser or the owner of the svc functions; see docs/sql.md.')
+CONFIG = 'SV003'  # a svc.* setting is missing or invalid
 
 DEFAULT_TIMEOUT_MS = 5000
 MAX_TIMEOUT_MS = 3600000
@@ -458,7 +451,7 @@ MAX_REQUEST_DATA_CHARS = 2 * 1024 * 1024
 # While waiting for an answer, wake up this often to let PostgreSQL process a cancel or statement_timeout.
 INTERRUPT_SLICE_S = 0.05
 
-ENGINE_CHECK_HINT = 'Check the engine directly (GET <url of server svc_engine>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.'
+ENGINE_CHECK_HINT = 'Check the engine directly (GET <svc.engine_url>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.'
 
 
 class Unavailable(Exception):
@@ -466,8 +459,7 @@ class Unavailable(Exception):
 
 
 class Settings:
-    # ops: the operations API's endpoint (a Settings of its own; this one when the server has no ops_url).
-    __slots__ = ('url', 'scheme', 'host', 'port', 'base_path', 'timeout_s', 'timeout_ms', 'batch_size', 'tenant_id', 'ops')
+    __slots__ = ('url', 'scheme', 'host', 'port', 'base_path', 'timeout_s', 'timeout_ms', 'batch_size', 'tenant_id')
 
 
 class Bridge:
@@ -484,46 +476,28 @@ class Bridge:
     # ---- settings -------------------------------------------------------------------------------
 
     def settings(self, cfg):
-        """cfg = [url, svc.timeout_ms, svc.batch_size, tenant_id, ops_url, foreign-data wrapper]: the options of the
-        server svc_engine, current_setting() of the two settings, and the tenant id from the owner's user mapping."""
-        url, timeout_ms, batch_size, tenant_id, ops_url, wrapper = (list(cfg or []) + [None] * 6)[:6]
-        if wrapper is None:
-            self.fail(CONFIG, 'the foreign server %s that holds the engine address does not exist' % SERVER, hint=SERVER_HINT)
-        if wrapper != BRIDGE_FDW:
-            # A server of the dblink bridge (dblink_fdw) names a PostgreSQL wire endpoint, not an HTTP one.
-            self.fail(CONFIG, 'the foreign server %s is on the foreign-data wrapper %s, not %s' % (SERVER, wrapper, BRIDGE_FDW),
-                      hint='Drop it and ' + SERVER_HINT)
+        """cfg = [svc.engine_url, svc.timeout_ms, svc.batch_size, svc.tenant_id] as current_setting() gives them."""
+        url, timeout_ms, batch_size, tenant_id = (list(cfg or []) + [None] * 4)[:4]
+        s = Settings()
         if url is None or url.strip() == '':
-            self.fail(CONFIG, 'the foreign server %s has no option url' % SERVER,
-                      hint="ALTER SERVER svc_engine OPTIONS (ADD url 'http://127.0.0.1:8080'); see docs/sql.md.")
-        s = self.endpoint(url, 'url')
-        s.timeout_ms = self.integer(timeout_ms, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
-        s.timeout_s = s.timeout_ms / 1000.0
-        s.batch_size = self.integer(batch_size, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE)
-        s.tenant_id = tenant_id or None
-        s.ops = s
-        if ops_url is not None and ops_url.strip() != '':
-            s.ops = self.endpoint(ops_url, 'ops_url')
-            s.ops.timeout_ms, s.ops.timeout_s, s.ops.batch_size, s.ops.tenant_id = s.timeout_ms, s.timeout_s, s.batch_size, s.tenant_id
-            s.ops.ops = s.ops
-        return s
-
-    def endpoint(self, url, option):
-        """An address option of the server (url, ops_url) parsed into a Settings without the tuning values."""
+            self.fail(CONFIG, 'svc.engine_url is not set',
+                      hint="Set it for the database, role or session, e.g. ALTER DATABASE mydb SET svc.engine_url = 'http://127.0.0.1:8080'.")
         parts = urlsplit(url.strip())
         if parts.scheme not in ('http', 'https') or not parts.hostname or parts.query or parts.fragment:
-            self.fail(CONFIG, 'option %s of the foreign server %s must be an http:// or https:// URL without query, got "%s"'
-                      % (option, SERVER, url))
+            self.fail(CONFIG, 'svc.engine_url must be an http:// or https:// URL without query, got "%s"' % url)
         try:
             port = parts.port
         except ValueError:
-            self.fail(CONFIG, 'option %s of the foreign server %s has an invalid port: "%s"' % (option, SERVER, url))
-        s = Settings()
+            self.fail(CONFIG, 'svc.engine_url has an invalid port: "%s"' % url)
         s.url = url.strip().rstrip('/')
         s.scheme = parts.scheme
         s.host = parts.hostname
         s.port = port or (443 if parts.scheme == 'https' else 80)
         s.base_path = parts.path.rstrip('/')
+        s.timeout_ms = self.integer(timeout_ms, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
+        s.timeout_s = s.timeout_ms / 1000.0
+        s.batch_size = self.integer(batch_size, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE)
+        s.tenant_id = tenant_id or None
         return s
 
     def integer(self, raw, name, default, maximum):
@@ -567,17 +541,14 @@ class Bridge:
     def engine_info(self, cfg):
         s = self.settings(cfg)
         info = {
-            'engineServer': SERVER,
             'engineUrl': s.url,
-            'opsUrl': s.ops.url,
             'bridge': self.language,
             'timeoutMs': s.timeout_ms,
             'batchSize': s.batch_size,
             'health': json.loads(self.health(cfg)),
         }
-        # The operations API may have its own listener (the server's ops_url); the tenant id is its credential.
         headers = {'X-SVC-Tenant-Id': s.tenant_id} if s.tenant_id else {}
-        status, body = self.exchange(s.ops, 'GET', '/engine/api/v1/runtime/info', None, headers)
+        status, body = self.exchange(s, 'GET', '/engine/api/v1/runtime/info', None, headers)
         if status == 200:
             info['runtime'] = json.loads(body)
         else:
@@ -744,8 +715,8 @@ def describe(error):
     text = str(error) or error.__class__.__name__
     return text.split('] ', 1)[-1] if text.startswith('[Errno') else text
 $svc_python_module$, 'UTF8'), 'base64'), E'\n', ''));
-  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:cf3711ebacf4'];
-if (!b) b = globalThis['svc_bridge:cf3711ebacf4'] = ((function () {
+  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:16f80984d72f'];
+if (!b) b = globalThis['svc_bridge:16f80984d72f'] = ((function () {
 var exports = {};
 "use strict";
 Object.defineProperty(exports, "__esModule", { value: true });
@@ -758,10 +729,7 @@ const DEFAULT_BATCH_SIZE = 1000;
 const MAX_BATCH_SIZE = 10000;
 const MAX_REQUEST_DATA_CHARS = 2 * 1024 * 1024;
 const QUERY_CANCELED = '57014';
-const SERVER = 'svc_engine';
-const BRIDGE_FDW = 'svc_bridge_fdw';
-const SERVER_HINT = "CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw OPTIONS (url 'http://127.0.0.1:8080') as a superuser or the owner of the svc functions; see docs/sql.md.";
-const ENGINE_CHECK_HINT = 'Check the engine directly (GET <url of server svc_engine>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.';
+const ENGINE_CHECK_HINT = 'Check the engine directly (GET <svc.engine_url>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.';
 exports.STATEMENTS = {
     prepare: "SELECT @HTTP@.http_set_curlopt('CURLOPT_TIMEOUT_MS', $1) AS timeout, pg_catalog.set_config('http.keepalive', 'on', true) AS keepalive",
     request: 'SELECT status, content FROM @HTTP@.http(ROW($1, $2, ' +
@@ -788,40 +756,29 @@ function createBridge(plv8, schema, httpSchema) {
             fail(exports.SQLSTATES.config, `${name} must be an integer from 1 to ${max}, got "${raw}"`);
         return value;
     }
-    function address(raw, option) {
-        const text = typeof raw === 'string' ? raw.trim() : '';
-        if (!/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(text)) {
-            fail(exports.SQLSTATES.config, `option ${option} of the foreign server ${SERVER} must be an http:// or https:// URL without query, got "${raw}"`);
-        }
-        return text.replace(/\/+$/, '');
-    }
     function settings(cfg) {
-        const [url, timeoutMs, batchSize, tenantId, opsUrl, wrapper] = cfg !== null && cfg !== void 0 ? cfg : [];
-        if (wrapper === null || wrapper === undefined) {
-            fail(exports.SQLSTATES.config, `the foreign server ${SERVER} that holds the engine address does not exist`, undefined, SERVER_HINT);
+        const [url, timeoutMs, batchSize, tenantId] = cfg !== null && cfg !== void 0 ? cfg : [];
+        const raw = typeof url === 'string' ? url.trim() : '';
+        if (raw === '') {
+            fail(exports.SQLSTATES.config, 'svc.engine_url is not set', undefined, "Set it for the database, role or session, e.g. ALTER DATABASE mydb SET svc.engine_url = 'http://127.0.0.1:8080'.");
         }
-        if (wrapper !== BRIDGE_FDW) {
-            fail(exports.SQLSTATES.config, `the foreign server ${SERVER} is on the foreign-data wrapper ${wrapper}, not ${BRIDGE_FDW}`, undefined, `Drop it and ${SERVER_HINT}`);
+        if (!/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(raw)) {
+            fail(exports.SQLSTATES.config, `svc.engine_url must be an http:// or https:// URL without query, got "${url}"`);
         }
-        if (typeof url !== 'string' || url.trim() === '') {
-            fail(exports.SQLSTATES.config, `the foreign server ${SERVER} has no option url`, undefined, "ALTER SERVER svc_engine OPTIONS (ADD url 'http://127.0.0.1:8080'); see docs/sql.md.");
-        }
-        const base = address(url, 'url');
         return {
-            url: base,
-            opsUrl: typeof opsUrl === 'string' && opsUrl.trim() !== '' ? address(opsUrl, 'ops_url') : base,
+            url: raw.replace(/\/+$/, ''),
             timeoutMs: integer(timeoutMs, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS),
             batchSize: integer(batchSize, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE),
             tenantId: typeof tenantId === 'string' && tenantId !== '' ? tenantId : null,
         };
     }
-    function exchange(s, method, path, body, headers, base = s.url) {
+    function exchange(s, method, path, body, headers) {
         var _a, _b;
         plv8.execute(statements.prepare, [String(s.timeoutMs)]);
         try {
             const row = plv8.execute(statements.request, [
                 method,
-                base + path,
+                s.url + path,
                 JSON.stringify(headers),
                 body === null ? null : 'application/json',
                 body,
@@ -834,9 +791,9 @@ function createBridge(plv8, schema, httpSchema) {
                 throw error;
             const text = String((_b = e.message) !== null && _b !== void 0 ? _b : error);
             if (/timed? ?out/i.test(text)) {
-                fail(exports.SQLSTATES.unavailable, `engine at ${base} did not answer within svc.timeout_ms (${s.timeoutMs} ms)`, undefined, ENGINE_CHECK_HINT);
+                fail(exports.SQLSTATES.unavailable, `engine at ${s.url} did not answer within svc.timeout_ms (${s.timeoutMs} ms)`, undefined, ENGINE_CHECK_HINT);
             }
-            return fail(exports.SQLSTATES.unavailable, `engine at ${base} is unreachable: ${text}`, undefined, ENGINE_CHECK_HINT);
+            return fail(exports.SQLSTATES.unavailable, `engine at ${s.url} is unreachable: ${text}`, undefined, ENGINE_CHECK_HINT);
         }
     }
     function parse(s, path, status, content) {
@@ -930,16 +887,14 @@ function createBridge(plv8, schema, httpSchema) {
         engineInfo: (cfg) => {
             const s = settings(cfg);
             const info = {
-                engineServer: SERVER,
                 engineUrl: s.url,
-                opsUrl: s.opsUrl,
                 bridge: 'plv8',
                 timeoutMs: s.timeoutMs,
                 batchSize: s.batchSize,
                 health: JSON.parse(health(cfg)),
             };
             const headers = s.tenantId ? [['X-SVC-Tenant-Id', s.tenantId]] : [];
-            const { status, content } = exchange(s, 'GET', '/engine/api/v1/runtime/info', null, headers, s.opsUrl);
+            const { status, content } = exchange(s, 'GET', '/engine/api/v1/runtime/info', null, headers);
             if (status === 200) {
                 info.runtime = JSON.parse(content);
             }
@@ -956,129 +911,68 @@ return exports;
 $js$,
     '@SCHEMA_JSON@', to_json(quote_ident(target_schema))::text),
     '@HTTP_JSON@', coalesce(to_json(http_schema)::text, 'null'));
-  IF NOT EXISTS (SELECT FROM pg_catalog.pg_foreign_data_wrapper WHERE fdwname = 'svc_bridge_fdw') THEN
-    CREATE FOREIGN DATA WRAPPER svc_bridge_fdw;
-    COMMENT ON FOREIGN DATA WRAPPER svc_bridge_fdw IS 'holds the engine address of the svc bridge: CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw OPTIONS (url ...); see docs/sql.md';
-  END IF;
-  IF EXISTS (SELECT FROM pg_catalog.pg_db_role_setting d, pg_catalog.unnest(d.setconfig) AS c(setting)
-              WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))
-                AND c.setting LIKE 'svc.engine\_url=%') THEN
-    RAISE NOTICE 'svc bridge: svc.engine_url is no longer read; the engine address is the option url of the foreign server svc_engine'
-      USING HINT = 'CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw OPTIONS (url ''http://...''), then ALTER DATABASE ... RESET svc.engine_url; see docs/sql.md.';
-  END IF;
-  IF NOT EXISTS (SELECT FROM pg_catalog.pg_foreign_server WHERE srvname = 'svc_engine') THEN
-    RAISE NOTICE 'svc bridge: create the foreign server svc_engine that holds the engine address'
-      USING HINT = 'CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw OPTIONS (url ''http://127.0.0.1:8080''); see docs/sql.md.';
-  END IF;
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt(data text, policy_code text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
-    return b.encrypt(cfg, data, policy_code)
-except plpy.Error as e:
-    raise e.with_traceback(None)$py$
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.encrypt(cfg, data, policy_code)$py$
                                        ELSE js_prelude || $js$return b.encrypt(cfg, data, policy_code);$js$ END);
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt(text, text, text[]) FROM PUBLIC, svc_user', target_schema);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_by_name(data text, policy_name text, policy_version integer, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
-    if data is None or policy_name is None:
-        return None
-    return b.encrypt_by_name(cfg, data, policy_name, policy_version)
-except plpy.Error as e:
-    raise e.with_traceback(None)$py$
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$if data is None or policy_name is None:
+    return None
+return b.encrypt_by_name(cfg, data, policy_name, policy_version)$py$
                                        ELSE js_prelude || $js$if (data === null || policy_name === null) return null;
 return b.encryptByName(cfg, data, policy_name, policy_version);$js$ END);
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt_by_name(text, text, integer, text[]) FROM PUBLIC, svc_user', target_schema);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt(data text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
-    return b.decrypt(cfg, data)
-except plpy.Error as e:
-    raise e.with_traceback(None)$py$
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.decrypt(cfg, data)$py$
                                        ELSE js_prelude || $js$return b.decrypt(cfg, data);$js$ END);
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__decrypt(text, text[]) FROM PUBLIC, svc_user', target_schema);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_array(data text[], policy_code text, cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
-    return b.encrypt_array(cfg, data, policy_code)
-except plpy.Error as e:
-    raise e.with_traceback(None)$py$
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.encrypt_array(cfg, data, policy_code)$py$
                                        ELSE js_prelude || $js$return b.encryptArray(cfg, data, policy_code);$js$ END);
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt_array(text[], text, text[]) FROM PUBLIC, svc_user', target_schema);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt_array(data text[], cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
-    return b.decrypt_array(cfg, data)
-except plpy.Error as e:
-    raise e.with_traceback(None)$py$
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.decrypt_array(cfg, data)$py$
                                        ELSE js_prelude || $js$return b.decryptArray(cfg, data);$js$ END);
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__decrypt_array(text[], text[]) FROM PUBLIC, svc_user', target_schema);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__health(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
-    return b.health(cfg)
-except plpy.Error as e:
-    raise e.with_traceback(None)$py$
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.health(cfg)$py$
                                        ELSE js_prelude || $js$return JSON.parse(b.health(cfg));$js$ END);
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__health(text[]) FROM PUBLIC, svc_user', target_schema);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__engine_info(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
-    return b.engine_info(cfg)
-except plpy.Error as e:
-    raise e.with_traceback(None)$py$
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$return b.engine_info(cfg)$py$
                                        ELSE js_prelude || $js$return JSON.parse(b.engineInfo(cfg));$js$ END);
-  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__engine_info(text[]) FROM PUBLIC, svc_user', target_schema);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__encrypt(data, policy_code, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__encrypt(data, policy_code, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text) IS %L', target_schema, $c$Encrypts a value under a policy code through the engine; NULL in, NULL out.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE sql VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__encrypt_by_name(data, policy_name, policy_version, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE sql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__encrypt_by_name(data, policy_name, policy_version, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) IS %L', target_schema, $c$Encrypts a value under a policy name, at policy_version or the latest version when NULL.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE sql VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__encrypt_by_name(data, policy_name, policy_version, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE sql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__encrypt_by_name(data, policy_name, policy_version, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text, integer) IS %L', target_schema, $c$Same as svc_encrypt_by_name: encrypts under a policy name, at policy_version or the latest when NULL.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__decrypt(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__decrypt(data, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text) IS %L', target_schema, $c$Decrypts a ciphertext (hub:<policy>:...) through the engine; NULL in, NULL out.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__encrypt_array(data, policy_code, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__encrypt_array(data, policy_code, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text[], text) IS %L', target_schema, $c$Encrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__decrypt_array(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__decrypt_array(data, ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text[]) IS %L', target_schema, $c$Decrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_health() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__health((SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_health() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__health(ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_health() IS %L', target_schema, $c$The engine's GET /api/health answer; raises SV002 when the engine cannot be reached.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_engine_info() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__engine_info((SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), (SELECT t.option_value FROM pg_catalog.pg_user_mappings m, pg_catalog.pg_options_to_table(m.umoptions) AS t
-        WHERE m.srvname = 'svc_engine' AND m.usename = CURRENT_USER AND t.option_name = 'tenant_id'), pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
-  EXECUTE format('COMMENT ON FUNCTION %I.svc_engine_info() IS %L', target_schema, $c$The engine address and bridge settings in effect, the engine health and, when readable, its runtime info.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_engine_info() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__engine_info(ARRAY[pg_catalog.current_setting('svc.engine_url', true), pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true), pg_catalog.current_setting('svc.tenant_id', true)])$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_engine_info() IS %L', target_schema, $c$The bridge settings in effect, the engine health and, when readable, its runtime info.$c$);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt(text, text, text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__encrypt(text, text, text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt_by_name(text, text, integer, text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__encrypt_by_name(text, text, integer, text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__decrypt(text, text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__decrypt(text, text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt_array(text[], text, text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__encrypt_array(text[], text, text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__decrypt_array(text[], text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__decrypt_array(text[], text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__health(text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__health(text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__engine_info(text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc__engine_info(text[]) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text, text) FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text, text) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) FROM PUBLIC', target_schema);
@@ -1095,18 +989,6 @@ except plpy.Error as e:
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_health() TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_engine_info() FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_engine_info() TO svc_user', target_schema);
-  IF bridge = 'plv8' THEN
-    -- Whoever may call the http extension's functions can set curl options (a proxy) in a session that
-    -- then calls svc_encrypt, and so choose where the values go; the bridge calls them as the owner.
-    FOR ext_function IN
-      SELECT p.oid::regprocedure FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
-        JOIN pg_catalog.pg_proc p ON p.oid = d.objid
-       WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass AND e.extname = 'http'
-         AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e'
-    LOOP
-      EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', ext_function);
-    END LOOP;
-  END IF;
   END IF;
 END
 $svc_install$;

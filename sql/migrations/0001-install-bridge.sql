@@ -89,9 +89,12 @@ $body$$f$, target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__decrypt(text, text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__encrypt_array(text[], text, text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__decrypt_array(text[], text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__rewrap(text, text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__rewrap_array(text[], text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__equality_terms(text, text, text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__health(text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__engine_info(text[])', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_setting(name text, fallback integer, max integer) RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_setting(name text, fallback integer, max integer) RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   raw text := nullif(pg_catalog.btrim(pg_catalog.current_setting(name, true)), '');
@@ -108,7 +111,7 @@ BEGIN
   RETURN n::integer;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_setting(text, integer, integer) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_connect(op text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_connect(op text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   st text;
@@ -135,7 +138,7 @@ BEGIN
   END;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_connect(text) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_send(op text, command text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp SET client_min_messages = warning AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_send(op text, command text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp SET client_min_messages = warning AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   timeout_ms integer := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
@@ -172,7 +175,7 @@ BEGIN
   END LOOP;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_send(text, text) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_failed(op text, st text, msg text, det text, hnt text, attempt integer, item_offset integer, total integer) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_failed(op text, st text, msg text, det text, hnt text, attempt integer, item_offset integer, total integer) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   item text[];
@@ -196,7 +199,7 @@ BEGIN
   RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = coalesce(det, ''), HINT = coalesce(hnt, '');
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_failed(text, text, text, text, text, integer, integer, integer) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_one(op text, command text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_one(op text, command text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   result text;
@@ -219,7 +222,7 @@ BEGIN
   RETURN result;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_one(text, text) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_many(op text, command text, item_offset integer, total integer) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_many(op text, command text, item_offset integer, total integer) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   result text[];
@@ -242,7 +245,7 @@ BEGIN
   RETURN result;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_many(text, text, integer, integer) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_array(op text, head text, data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_array(op text, head text, data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   batch integer := @S@.svc__dblink_setting('svc.batch_size', 1000, 10000);
@@ -291,7 +294,7 @@ BEGIN
   RETURN out;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_array(text, text, text[]) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
@@ -299,7 +302,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text) IS %L', target_schema, $c$Encrypts a value under a policy code through the engine; NULL in, NULL out.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text, text) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text, text) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
@@ -309,7 +312,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) IS %L', target_schema, $c$Encrypts a value under a policy name, at policy_version or the latest version when NULL.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
@@ -319,7 +322,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text, integer) IS %L', target_schema, $c$Same as svc_encrypt_by_name: encrypts under a policy name, at policy_version or the latest when NULL.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text, text, integer) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text, text, integer) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_decrypt(data text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_decrypt(data text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   RETURN @S@.svc__dblink_one('svc_decrypt', 'svc_decrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
@@ -327,7 +330,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text) IS %L', target_schema, $c$Decrypts a ciphertext (hub:<policy>:...) through the engine; NULL in, NULL out.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   RETURN @S@.svc__dblink_array('svc_encrypt', 'svc_encrypt_many ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-'), data);
@@ -335,7 +338,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text[], text) IS %L', target_schema, $c$Encrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text[], text) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text[], text) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 BEGIN
   RETURN @S@.svc__dblink_array('svc_decrypt', 'svc_decrypt_many', data);
@@ -343,7 +346,51 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text[]) IS %L', target_schema, $c$Decrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text[]) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text[]) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_health() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_rewrap(data text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  RETURN @S@.svc__dblink_one('svc_rewrap', 'svc_rewrap ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text) IS %L', target_schema, $c$Re-encrypts a ciphertext under the newest active key version of its own policy's key, inside the engine; unchanged when already there. NULL in, NULL out.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_rewrap(data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  RETURN @S@.svc__dblink_array('svc_rewrap', 'svc_rewrap_many', data);
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text[]) IS %L', target_schema, $c$svc_rewrap for a one-dimensional array, in batch requests of svc.batch_size; order and NULL elements kept.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text[]) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text[]) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_equality_terms(data text, policy_code text) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  op constant text := 'svc_equality_terms';
+  command constant text := 'svc_equality_terms ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
+  result text[];
+  st text;
+  msg text;
+  det text;
+  hnt text;
+BEGIN
+  FOR attempt IN 1..2 LOOP
+    PERFORM @S@.svc__dblink_send(op, command);
+    BEGIN
+      SELECT pg_catalog.array_agg(t.data ORDER BY t.key_version DESC) INTO result
+        FROM @D@.dblink_get_result('svc_engine') AS t(key_version integer, data text);
+      PERFORM FROM @D@.dblink_get_result('svc_engine') AS t(data text);
+      EXIT;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
+  END LOOP;
+  RETURN coalesce(result, '{}');
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_equality_terms(text, text) IS %L', target_schema, $c$The ciphertexts of a value under every key version of a deterministic policy that can still decrypt, newest first: WHERE col = ANY ((SELECT svc_equality_terms(v, p))::text[]).$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_equality_terms(text, text) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_equality_terms(text, text) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_health() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   op constant text := 'svc_health';
@@ -371,7 +418,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_health() IS %L', target_schema, $c$The engine's GET /api/health answer; raises SV002 when the engine cannot be reached.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_health() FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_health() TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_engine_info() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_engine_info() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   op constant text := 'svc_engine_info';
@@ -429,12 +476,12 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_array(text, text, text[])', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:074d09da9021')
+  py_prelude := replace($py$b = GD.get('svc_bridge:4035d0fd4427')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:074d09da9021'] = m.Bridge(plpy)
+    b = GD['svc_bridge:4035d0fd4427'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into requests to the
 # engine's JSON batch endpoints. It is loaded once per backend (the generated SQL executes this source
@@ -570,6 +617,21 @@ class Bridge:
     def decrypt_array(self, cfg, values):
         return self.run_array(cfg, 'decrypt', values, lambda v: {'data': v})
 
+    def rewrap(self, cfg, data):
+        return self.run_one(cfg, 'rewrap', {'data': data})
+
+    def rewrap_array(self, cfg, values):
+        return self.run_array(cfg, 'rewrap', values, lambda v: {'data': v})
+
+    def equality_terms(self, cfg, data, policy_code):
+        s = self.settings(cfg)
+        path = '/api/equality-terms'
+        answer = self.post_json(s, 'equality_terms', path, {'data': data, 'policyCode': policy_code})
+        terms = answer.get('terms')
+        if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
+            self.fail(UNAVAILABLE, 'engine at %s answered POST %s without terms' % (s.url, path), hint=ENGINE_CHECK_HINT)
+        return terms
+
     def health(self, cfg):
         s = self.settings(cfg)
         status, body = self.exchange(s, 'GET', '/api/health', None, {})
@@ -631,9 +693,9 @@ class Bridge:
             start = end
         return out
 
-    def post_batch(self, s, op, items, offset, total):
-        body = json.dumps({'items': items}, ensure_ascii=False).encode('utf-8')
-        path = '/api/%s/batch' % op
+    def post_json(self, s, op, path, payload):
+        """POST a JSON body; the answer object of a 200, or the error the engine's refusal stands for."""
+        body = json.dumps(payload, ensure_ascii=False).encode('utf-8')
         status, raw = self.exchange(s, 'POST', path, body, {'Content-Type': 'application/json'})
         answer = self.parse(s, path, status, raw)
         if status != 200:
@@ -643,10 +705,16 @@ class Bridge:
                 self.fail(ITEM_FAILED, 'svc_%s: %s' % (op, message or 'HTTP %d' % status))
             self.fail(UNAVAILABLE, 'engine at %s answered HTTP %d to POST %s%s' % (s.url, status, path, ': ' + message if message else ''),
                       hint=ENGINE_CHECK_HINT)
-        results = answer.get('results') if isinstance(answer, dict) else None
+        return answer if isinstance(answer, dict) else {}
+
+    def post_batch(self, s, op, items, offset, total):
+        path = '/api/%s/batch' % op
+        answer = self.post_json(s, op, path, {'items': items})
+        results = answer.get('results')
         if not isinstance(results, list) or len(results) != len(items):
             self.fail(UNAVAILABLE, 'engine at %s answered POST %s without one result per item' % (s.url, path), hint=ENGINE_CHECK_HINT)
-        field = 'encryptedData' if op == 'encrypt' else 'decryptedData'
+        # Encrypt and rewrap answer a ciphertext, decrypt a plaintext.
+        field = 'decryptedData' if op == 'decrypt' else 'encryptedData'
         out = []
         for index, result in enumerate(results):
             if not result.get('success'):
@@ -757,8 +825,8 @@ def describe(error):
     text = str(error) or error.__class__.__name__
     return text.split('] ', 1)[-1] if text.startswith('[Errno') else text
 $svc_python_module$, 'UTF8'), 'base64'), E'\n', ''));
-  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:cf3711ebacf4'];
-if (!b) b = globalThis['svc_bridge:cf3711ebacf4'] = ((function () {
+  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:4300072c579f'];
+if (!b) b = globalThis['svc_bridge:4300072c579f'] = ((function () {
 var exports = {};
 "use strict";
 Object.defineProperty(exports, "__esModule", { value: true });
@@ -863,9 +931,8 @@ function createBridge(plv8, schema, httpSchema) {
             return null;
         }
     }
-    function postBatch(s, op, items, offset, total) {
-        const path = `/api/${op}/batch`;
-        const { status, content } = exchange(s, 'POST', path, JSON.stringify({ items }), [
+    function postJson(s, op, path, payload) {
+        const { status, content } = exchange(s, 'POST', path, JSON.stringify(payload), [
             ['Content-Type', 'application/json'],
         ]);
         const answer = parse(s, path, status, content);
@@ -876,7 +943,12 @@ function createBridge(plv8, schema, httpSchema) {
             }
             fail(exports.SQLSTATES.unavailable, `engine at ${s.url} answered HTTP ${status} to POST ${path}${message ? `: ${message}` : ''}`, undefined, ENGINE_CHECK_HINT);
         }
-        const results = answer === null || answer === void 0 ? void 0 : answer.results;
+        return answer !== null && typeof answer === 'object' ? answer : {};
+    }
+    function postBatch(s, op, items, offset, total) {
+        const path = `/api/${op}/batch`;
+        const answer = postJson(s, op, path, { items });
+        const results = answer.results;
         if (!Array.isArray(results) || results.length !== items.length) {
             fail(exports.SQLSTATES.unavailable, `engine at ${s.url} answered POST ${path} without one result per item`, undefined, ENGINE_CHECK_HINT);
         }
@@ -885,7 +957,7 @@ function createBridge(plv8, schema, httpSchema) {
                 const detail = total > 1 ? `item ${offset + index + 1} of ${total}` : undefined;
                 fail(exports.SQLSTATES.itemFailed, `svc_${op}: ${result.message || 'item failed'}`, detail);
             }
-            return String(op === 'encrypt' ? result.encryptedData : result.decryptedData);
+            return String(op === 'decrypt' ? result.decryptedData : result.encryptedData);
         });
     }
     function runOne(cfg, op, item) {
@@ -939,6 +1011,17 @@ function createBridge(plv8, schema, httpSchema) {
         decrypt: (cfg, data) => runOne(cfg, 'decrypt', { data }),
         encryptArray: (cfg, values, policyCode) => runArray(cfg, 'encrypt', values, (data) => ({ data, policyCode })),
         decryptArray: (cfg, values) => runArray(cfg, 'decrypt', values, (data) => ({ data })),
+        rewrap: (cfg, data) => runOne(cfg, 'rewrap', { data }),
+        rewrapArray: (cfg, values) => runArray(cfg, 'rewrap', values, (data) => ({ data })),
+        equalityTerms: (cfg, data, policyCode) => {
+            const s = settings(cfg);
+            const path = '/api/equality-terms';
+            const { terms } = postJson(s, 'equality_terms', path, { data, policyCode });
+            if (!Array.isArray(terms) || !terms.every((t) => typeof t === 'string')) {
+                fail(exports.SQLSTATES.unavailable, `engine at ${s.url} answered POST ${path} without terms`, undefined, ENGINE_CHECK_HINT);
+            }
+            return terms;
+        },
         health,
         engineInfo: (cfg) => {
             const s = settings(cfg);
@@ -983,14 +1066,14 @@ $js$,
     RAISE NOTICE 'svc bridge: create the foreign server svc_engine that holds the engine address'
       USING HINT = 'CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw OPTIONS (url ''http://127.0.0.1:8080''); see docs/sql.md.';
   END IF;
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt(data text, policy_code text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt(data text, policy_code text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
     return b.encrypt(cfg, data, policy_code)
 except plpy.Error as e:
     raise e.with_traceback(None)$py$
                                        ELSE js_prelude || $js$return b.encrypt(cfg, data, policy_code);$js$ END);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt(text, text, text[]) FROM PUBLIC, svc_user', target_schema);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_by_name(data text, policy_name text, policy_version integer, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_by_name(data text, policy_name text, policy_version integer, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
     if data is None or policy_name is None:
         return None
@@ -1000,91 +1083,133 @@ except plpy.Error as e:
                                        ELSE js_prelude || $js$if (data === null || policy_name === null) return null;
 return b.encryptByName(cfg, data, policy_name, policy_version);$js$ END);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt_by_name(text, text, integer, text[]) FROM PUBLIC, svc_user', target_schema);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt(data text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt(data text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
     return b.decrypt(cfg, data)
 except plpy.Error as e:
     raise e.with_traceback(None)$py$
                                        ELSE js_prelude || $js$return b.decrypt(cfg, data);$js$ END);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__decrypt(text, text[]) FROM PUBLIC, svc_user', target_schema);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_array(data text[], policy_code text, cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_array(data text[], policy_code text, cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
     return b.encrypt_array(cfg, data, policy_code)
 except plpy.Error as e:
     raise e.with_traceback(None)$py$
                                        ELSE js_prelude || $js$return b.encryptArray(cfg, data, policy_code);$js$ END);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt_array(text[], text, text[]) FROM PUBLIC, svc_user', target_schema);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt_array(data text[], cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt_array(data text[], cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
     return b.decrypt_array(cfg, data)
 except plpy.Error as e:
     raise e.with_traceback(None)$py$
                                        ELSE js_prelude || $js$return b.decryptArray(cfg, data);$js$ END);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__decrypt_array(text[], text[]) FROM PUBLIC, svc_user', target_schema);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__health(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__rewrap(data text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.rewrap(cfg, data)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
+                                       ELSE js_prelude || $js$return b.rewrap(cfg, data);$js$ END);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__rewrap(text, text[]) FROM PUBLIC, svc_user', target_schema);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__rewrap_array(data text[], cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.rewrap_array(cfg, data)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
+                                       ELSE js_prelude || $js$return b.rewrapArray(cfg, data);$js$ END);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__rewrap_array(text[], text[]) FROM PUBLIC, svc_user', target_schema);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__equality_terms(data text, policy_code text, cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.equality_terms(cfg, data, policy_code)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
+                                       ELSE js_prelude || $js$return b.equalityTerms(cfg, data, policy_code);$js$ END);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__equality_terms(text, text, text[]) FROM PUBLIC, svc_user', target_schema);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__health(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
     return b.health(cfg)
 except plpy.Error as e:
     raise e.with_traceback(None)$py$
                                        ELSE js_prelude || $js$return JSON.parse(b.health(cfg));$js$ END);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__health(text[]) FROM PUBLIC, svc_user', target_schema);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__engine_info(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__engine_info(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
     return b.engine_info(cfg)
 except plpy.Error as e:
     raise e.with_traceback(None)$py$
                                        ELSE js_prelude || $js$return JSON.parse(b.engineInfo(cfg));$js$ END);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__engine_info(text[]) FROM PUBLIC, svc_user', target_schema);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__encrypt(data, policy_code, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
     pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
    FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
    LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
   WHERE s.srvname = 'svc_engine'))$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text) IS %L', target_schema, $c$Encrypts a value under a policy code through the engine; NULL in, NULL out.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE sql VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__encrypt_by_name(data, policy_name, policy_version, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
     pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
    FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
    LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
   WHERE s.srvname = 'svc_engine'))$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) IS %L', target_schema, $c$Encrypts a value under a policy name, at policy_version or the latest version when NULL.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE sql VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__encrypt_by_name(data, policy_name, policy_version, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
     pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
    FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
    LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
   WHERE s.srvname = 'svc_engine'))$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text, integer) IS %L', target_schema, $c$Same as svc_encrypt_by_name: encrypts under a policy name, at policy_version or the latest when NULL.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__decrypt(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
     pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
    FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
    LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
   WHERE s.srvname = 'svc_engine'))$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text) IS %L', target_schema, $c$Decrypts a ciphertext (hub:<policy>:...) through the engine; NULL in, NULL out.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__encrypt_array(data, policy_code, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
     pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
    FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
    LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
   WHERE s.srvname = 'svc_engine'))$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text[], text) IS %L', target_schema, $c$Encrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__decrypt_array(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
     pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
    FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
    LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
   WHERE s.srvname = 'svc_engine'))$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text[]) IS %L', target_schema, $c$Decrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_health() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_rewrap(data text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__rewrap(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
+   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
+  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text) IS %L', target_schema, $c$Re-encrypts a ciphertext under the newest active key version of its own policy's key, inside the engine; unchanged when already there. NULL in, NULL out.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_rewrap(data text[]) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__rewrap_array(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
+   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
+  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text[]) IS %L', target_schema, $c$svc_rewrap for a one-dimensional array, in batch requests of svc.batch_size; order and NULL elements kept.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_equality_terms(data text, policy_code text) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__equality_terms(data, policy_code, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
+   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
+  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_equality_terms(text, text) IS %L', target_schema, $c$The ciphertexts of a value under every key version of a deterministic policy that can still decrypt, newest first: WHERE col = ANY ((SELECT svc_equality_terms(v, p))::text[]).$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_health() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__health((SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
     pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
    FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
    LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
   WHERE s.srvname = 'svc_engine'))$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_health() IS %L', target_schema, $c$The engine's GET /api/health answer; raises SV002 when the engine cannot be reached.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_engine_info() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_engine_info() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$SELECT %1$I.svc__engine_info((SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
     pg_catalog.current_setting('svc.batch_size', true), (SELECT t.option_value FROM pg_catalog.pg_user_mappings m, pg_catalog.pg_options_to_table(m.umoptions) AS t
         WHERE m.srvname = 'svc_engine' AND m.usename = CURRENT_USER AND t.option_name = 'tenant_id'), pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
@@ -1104,6 +1229,12 @@ except plpy.Error as e:
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text[], text) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text[]) FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_equality_terms(text, text) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_equality_terms(text, text) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_health() FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_health() TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_engine_info() FROM PUBLIC', target_schema);

@@ -47,7 +47,7 @@ BEGIN
   chunk_sql := format($q$
     WITH chunk AS MATERIALIZED (
       SELECT %3$I AS k, %2$I AS v FROM %1$s
-       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND %2$I !~ '^hub:[A-Za-z0-9_.-]{1,128}:[A-Za-z0-9_-]+$'
+       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND NOT (%2$I ~ '^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$' AND pg_catalog.length(pg_catalog.split_part(%2$I, ':', 2)) <= 128)
        ORDER BY %3$I LIMIT $2 FOR UPDATE
     ), agg AS (
       SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v::text ORDER BY k) AS vs FROM chunk
@@ -107,7 +107,7 @@ BEGIN
   chunk_sql := format($q$
     WITH chunk AS MATERIALIZED (
       SELECT %3$I AS k, %2$I AS v FROM %1$s
-       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND %2$I ~ '^hub:[A-Za-z0-9_.-]{1,128}:[A-Za-z0-9_-]+$'
+       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND (%2$I ~ '^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$' AND pg_catalog.length(pg_catalog.split_part(%2$I, ':', 2)) <= 128)
        ORDER BY %3$I LIMIT $2 FOR UPDATE
     ), agg AS (
       SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v::text ORDER BY k) AS vs FROM chunk

@@ -3,7 +3,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { type BridgeSources, extensionFiles, migrationFiles } from './install-script.js';
+import { type BridgeSources, extensionFiles, migrationFiles, RELEASED_EXTENSION_VERSIONS } from './install-script.js';
 import { bundlePlv8 } from './plv8-bundle.js';
 
 /** The udf workspace root (this file runs from src/build under vitest and from dist/build after tsc). */
@@ -18,6 +18,13 @@ export function loadSources(root: string = UDF_ROOT): BridgeSources {
 }
 
 /** Files under the repository's sql/ directory. */
+/** The extension scripts as released, kept verbatim: what ALTER EXTENSION UPDATE starts from. */
+export function loadExtensionHistory(root: string = UDF_ROOT): Record<string, string> {
+  return Object.fromEntries(
+    RELEASED_EXTENSION_VERSIONS.map((v) => [v, readFileSync(join(root, 'src', 'extension-history', `svc_bridge--${v}.sql`), 'utf8')]),
+  );
+}
+
 export function sqlArtifacts(sources: BridgeSources = loadSources()): Record<string, string> {
-  return { ...migrationFiles(sources), ...extensionFiles(sources) };
+  return { ...migrationFiles(sources), ...extensionFiles(sources, loadExtensionHistory()) };
 }

@@ -290,6 +290,23 @@ END`,
 BEGIN
   RETURN @S@.svc__dblink_array('svc_decrypt', 'svc_decrypt_many', data);
 END`,
+  'svc_rewrap(text)': `
+BEGIN
+  RETURN @S@.svc__dblink_one('svc_rewrap', 'svc_rewrap ' || ${b64('data')});
+END`,
+  'svc_rewrap(text[])': `
+BEGIN
+  RETURN @S@.svc__dblink_array('svc_rewrap', 'svc_rewrap_many', data);
+END`,
+  'svc_equality_terms(text, text)': `
+DECLARE
+  op constant text := 'svc_equality_terms';
+  command constant text := 'svc_equality_terms ' || ${b64('policy_code')} || ' ' || ${b64('data')};
+  result text[];${ROUND_TRIP_DECLARE}
+BEGIN${roundTrip(`SELECT pg_catalog.array_agg(t.data ORDER BY t.key_version DESC) INTO result
+        FROM @D@.dblink_get_result(${C}) AS t(key_version integer, data text);`)}
+  RETURN coalesce(result, '{}');
+END`,
   'svc_health()': `
 DECLARE
   op constant text := 'svc_health';
@@ -337,8 +354,10 @@ export function dblinkInstall(dollarQuote: (text: string, tag: string) => string
       FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'dblink';`);
   // A bridge installed earlier in another language leaves internal functions that take an address.
   lines.push(...IMPLS.map((f) => `    EXECUTE format('DROP FUNCTION IF EXISTS %I.${f.name}(${f.identity})', target_schema);`));
+  // PARALLEL UNSAFE: every call runs EXCEPTION blocks, subtransactions that a parallel plan's leader may
+  // not start (see BRIDGE_PARALLEL in install-script.ts).
   const create = (name: string, args: string, returns: string, options: string, body: string) =>
-    `    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.${name}(${args}) RETURNS ${returns} LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED ${options} AS %2$L',
+    `    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.${name}(${args}) RETURNS ${returns} LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ${options} AS %2$L',
       target_schema, replace(replace(${dollarQuote(body, 'dl')}, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));`;
   for (const f of DBLINK_INTERNALS) {
     const impl = INTERNAL_BODIES[f.name];

@@ -5,7 +5,7 @@
 // and creates the functions in the schema named by `svc.install_schema` (default public), or, inside
 // CREATE EXTENSION, in the extension's schema.
 import { DBLINK_INTERNALS, dblinkInstall, dblinkUninstall, forEachExtensionFunction } from './dblink-bridge.js';
-import { BRIDGE_FDW, cfgSql, CIPHERTEXT_PATTERN, FUNCTIONS, IMPLS, PROCEDURES, ROLE, SERVER_NAME } from './sql-surface.js';
+import { BRIDGE_FDW, cfgSql, FUNCTIONS, IMPLS, isCiphertextSql, PROCEDURES, ROLE, ROTATION, SERVER_NAME } from './sql-surface.js';
 
 export type InstallMode = 'migration' | 'extension';
 
@@ -104,8 +104,13 @@ BEGIN
     WHEN ${mode === 'extension' ? "EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'dblink')" : has('dblink')} THEN 'dblink'
   END);
   IF bridge IS NULL THEN
-    RAISE EXCEPTION 'svc bridge: this database offers neither plpython3u, nor plv8 with the http extension, nor dblink'
-      USING ERRCODE = 'SV003', HINT = 'Install postgresql-plpython3-<version> (Debian) or plv8 and pgsql-http, or make dblink available, then apply again.';
+    RAISE EXCEPTION 'svc bridge: ${mode === 'extension' ? 'this database has none of the bridge languages installed: plpython3u, plv8 with http, or dblink' : 'this database offers neither plpython3u, nor plv8 with the http extension, nor dblink'}'
+      USING ERRCODE = 'SV003', HINT = '${
+  mode === 'extension'
+    ? // CREATE EXTENSION only sees languages already created in the database, not what the server could offer.
+    'Create one first, then CREATE EXTENSION svc_bridge again: CREATE EXTENSION plpython3u; or CREATE EXTENSION dblink; (managed services), or CREATE EXTENSION plv8; CREATE EXTENSION http;. See docs/sql.md.'
+    : 'Install postgresql-plpython3-<version> (Debian) or plv8 and pgsql-http, or make dblink available, then apply again.'
+}';
   END IF;
 ${ensureLanguage}
   IF bridge = 'plv8' THEN
@@ -153,11 +158,20 @@ function pythonBody(python: string): string {
   return `try:\n${indented}\nexcept plpy.Error as e:\n    raise e.with_traceback(None)`;
 }
 
+/**
+ * The bridge functions are PARALLEL UNSAFE. While a query runs a parallel plan, its leader is in parallel
+ * mode too, and there PostgreSQL refuses subtransactions and set_config: PL/Python's plpy.execute (the
+ * interrupt check while waiting for a slow answer) starts one, plv8 sets http.keepalive, and the dblink
+ * bridge's EXCEPTION blocks start one per call. A parallel plan would make such a call fail with
+ * "cannot start subtransactions during a parallel operation", depending on the plan and on load.
+ */
+const BRIDGE_PARALLEL = 'PARALLEL UNSAFE';
+
 function createFunctions(): string {
   const lines: string[] = [];
   for (const f of IMPLS) {
     lines.push(
-      `  EXECUTE format('CREATE OR REPLACE FUNCTION %I.${f.name}(${f.args}) RETURNS ${f.returns} LANGUAGE %s VOLATILE PARALLEL SAFE ${PINNED} AS %L',`,
+      `  EXECUTE format('CREATE OR REPLACE FUNCTION %I.${f.name}(${f.args}) RETURNS ${f.returns} LANGUAGE %s VOLATILE ${BRIDGE_PARALLEL} ${PINNED} AS %L',`,
       `    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || ${dollarQuote(pythonBody(f.python), 'py')}`,
       `                                       ELSE js_prelude || ${dollarQuote(f.javascript, 'js')} END);`,
       // They take the engine address as an argument: only their owner (through the wrappers) calls them.
@@ -168,7 +182,7 @@ function createFunctions(): string {
   for (const f of FUNCTIONS) {
     // SECURITY DEFINER: the wrapper calls the internal function as its owner; the caller chooses the
     // data and svc.timeout_ms / svc.batch_size, never the address.
-    const options = `${f.strict ? 'STRICT ' : ''}VOLATILE PARALLEL SAFE SECURITY DEFINER ${PINNED}`;
+    const options = `${f.strict ? 'STRICT ' : ''}VOLATILE ${BRIDGE_PARALLEL} SECURITY DEFINER ${PINNED}`;
     const body = `SELECT %1$I.${f.call.replace(/\bcfg\b/, cfgSql(f.operations === true))}`;
     lines.push(
       `  EXECUTE format('CREATE OR REPLACE FUNCTION %I.${f.name}(${f.args}) RETURNS ${f.returns} LANGUAGE sql ${options} AS %L',`,
@@ -269,23 +283,13 @@ END
 `;
 }
 
-function procedureBody(op: 'encrypt' | 'decrypt'): string {
-  const call = op === 'encrypt' ? '@SCHEMA@.svc_encrypt(agg.vs, $3)' : '@SCHEMA@.svc_decrypt(agg.vs)';
-  // Encrypt skips values already in ciphertext shape; decrypt skips values not in it.
-  const match = op === 'encrypt' ? '!~' : '~';
-  const name = `svc_${op}_column`;
-  return `
-DECLARE
-  key_col name := key_column;
-  key_type text;
-  chunk_sql text;
-  last_key text;
-  rows_in_chunk bigint;
-  done bigint := 0;
-  started timestamptz := clock_timestamp();
-  seconds float8;
-BEGIN
-  IF chunk_rows IS NULL OR chunk_rows < 1 THEN
+/**
+ * The checks a column walk starts with (in a body declaring chunk_rows, tbl, col, key_col and key_type):
+ * a positive chunk size, a text column, and the unique key it walks by (the single-column primary key
+ * unless key_column names one), with its type for the `$1::type` comparison.
+ */
+function walkChecks(name: string): string {
+  return `  IF chunk_rows IS NULL OR chunk_rows < 1 THEN
     RAISE EXCEPTION '${name}: chunk_rows must be a positive integer' USING ERRCODE = '22023';
   END IF;
   IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
@@ -305,14 +309,33 @@ BEGIN
     FROM pg_catalog.pg_attribute a WHERE a.attrelid = tbl AND a.attname = key_col AND a.attnum > 0 AND NOT a.attisdropped;
   IF key_type IS NULL THEN
     RAISE EXCEPTION '${name}: % has no column %', tbl, key_col USING ERRCODE = '42703';
-  END IF;
+  END IF;`;
+}
+
+function procedureBody(op: 'encrypt' | 'decrypt'): string {
+  const call = op === 'encrypt' ? '@SCHEMA@.svc_encrypt(agg.vs, $3)' : '@SCHEMA@.svc_decrypt(agg.vs)';
+  // Encrypt skips values already in ciphertext shape; decrypt skips values not in it.
+  const match = op === 'encrypt' ? 'NOT ' : '';
+  const name = `svc_${op}_column`;
+  return `
+DECLARE
+  key_col name := key_column;
+  key_type text;
+  chunk_sql text;
+  last_key text;
+  rows_in_chunk bigint;
+  done bigint := 0;
+  started timestamptz := clock_timestamp();
+  seconds float8;
+BEGIN
+${walkChecks(name)}
   -- One chunk: lock the next rows (in key order) that still need work, send their values in one array
   -- call, write the results back, and report how many rows and the last key seen.
   chunk_sql := format(${dollarQuote(
     `
     WITH chunk AS MATERIALIZED (
       SELECT %3$I AS k, %2$I AS v FROM %1$s
-       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND %2$I ${match} '${CIPHERTEXT_PATTERN}'
+       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND ${match}${isCiphertextSql('%2$I')}
        ORDER BY %3$I LIMIT $2 FOR UPDATE
     ), agg AS (
       SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v::text ORDER BY k) AS vs FROM chunk
@@ -368,9 +391,143 @@ END
 `;
 }
 
+/**
+ * A ciphertext's key version: header bytes 2–5 (big-endian) of the base64url after `hub:<code>:`
+ * (docs/api.md). `AQ` is how a header of format version 1 starts. One expression with no sub-select,
+ * so PostgreSQL inlines it into the calling query: a column walk evaluates it for every row it passes.
+ * Versions beyond the integer range (no hub issues them) read as NULL rather than negative.
+ */
+const KEY_VERSION_BODY = `
+  SELECT CASE WHEN data ~ '^hub:[A-Za-z0-9_.-]+:AQ[A-Za-z0-9_-]{6}' THEN
+    nullif(greatest(('x' || pg_catalog.substr(pg_catalog.encode(pg_catalog.decode(pg_catalog.translate(
+      pg_catalog.substr(pg_catalog.split_part(data, ':', 3), 1, 8), '-_', '+/'), 'base64'), 'hex'), 5, 8))::pg_catalog.bit(32)::integer, -1), -1)
+  END`;
+
+const KEY_VERSIONS_BODY = `
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+                  WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped AND t.typcategory = 'S') THEN
+    RAISE EXCEPTION 'svc_key_versions: % has no text column %', tbl, col USING ERRCODE = '42703';
+  END IF;
+  RETURN QUERY EXECUTE pg_catalog.format(
+    'SELECT CASE WHEN ${isCiphertextSql('v').replace(/'/g, "''")} THEN pg_catalog.split_part(v, '':'', 2) END,
+            @SCHEMA@.svc_key_version(v), pg_catalog.count(*)
+       FROM (SELECT %2$I::text AS v FROM %1$s WHERE %2$I IS NOT NULL) AS s GROUP BY 1, 2 ORDER BY 1, 2',
+    tbl, col);
+END`;
+
+function rewrapColumnBody(): string {
+  const name = 'svc_rewrap_column';
+  return `
+DECLARE
+  key_col name := key_column;
+  key_type text;
+  chunk_sql text;
+  last_key text;
+  examined bigint;
+  changed bigint;
+  learnt jsonb;
+  -- The newest key version per policy code, learnt from what rewrap answers: values already there are
+  -- skipped without a round trip, so a second run only reads the table.
+  newest jsonb := '{}';
+  done bigint := 0;
+  rewritten bigint := 0;
+  started timestamptz := clock_timestamp();
+  seconds float8;
+  counted record;
+BEGIN
+${walkChecks(name)}
+  IF dry_run THEN
+    FOR counted IN SELECT * FROM @SCHEMA@.svc_key_versions(tbl, col) LOOP
+      RAISE NOTICE '${name} (dry run): policy %, key version %: % values', coalesce(counted.policy_code, '(not a ciphertext)'),
+        coalesce(counted.key_version::text, '-'), counted.value_count;
+    END LOOP;
+    RETURN;
+  END IF;
+  -- One chunk: lock the next ciphertexts (in key order) not known to be at their policy's newest
+  -- version, rewrap them in one array call, write back only the values that changed, and report the
+  -- rows examined, the rows changed, the last key and the versions the engine answered with.
+  chunk_sql := format(${dollarQuote(
+    `
+    WITH chunk AS MATERIALIZED (
+      SELECT %3$I AS k, %2$I::text AS v FROM %1$s
+       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND ${isCiphertextSql('%2$I')}
+         AND NOT coalesce(@SCHEMA@.svc_key_version(%2$I) >= ($3::jsonb ->> pg_catalog.split_part(%2$I, ':', 2))::integer, false)
+       ORDER BY %3$I LIMIT $2 FOR UPDATE
+    ), agg AS (
+      SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v ORDER BY k) AS vs FROM chunk
+    ), res AS (
+      SELECT u.k, u.v FROM agg, LATERAL ROWS FROM (pg_catalog.unnest(agg.ks), pg_catalog.unnest(@SCHEMA@.svc_rewrap(agg.vs))) AS u(k, v)
+    ), upd AS (
+      UPDATE %1$s t SET %2$I = res.v FROM res JOIN chunk ON chunk.k = res.k
+       WHERE t.%3$I = res.k AND res.v IS DISTINCT FROM chunk.v RETURNING 1
+    )
+    SELECT (SELECT pg_catalog.count(*) FROM chunk), (SELECT pg_catalog.count(*) FROM upd),
+           (SELECT k::text FROM chunk ORDER BY k DESC LIMIT 1),
+           (SELECT pg_catalog.jsonb_object_agg(p, m) FROM (
+              SELECT pg_catalog.split_part(v, ':', 2) AS p, pg_catalog.max(@SCHEMA@.svc_key_version(v)) AS m FROM res GROUP BY 1) AS x)`,
+    'q',
+  )}, tbl, col, key_col, key_type);
+  LOOP
+    EXECUTE chunk_sql INTO examined, changed, last_key, learnt USING last_key, chunk_rows, newest;
+    EXIT WHEN examined = 0;
+    COMMIT;
+    newest := newest || coalesce(learnt, '{}');
+    done := done + examined;
+    rewritten := rewritten + changed;
+    seconds := greatest(extract(epoch FROM clock_timestamp() - started)::float8, 0.000001);
+    RAISE NOTICE '${name}: % values examined, % rewrapped, % values/s', done, rewritten, round(done / seconds);
+  END LOOP;
+  RAISE NOTICE '${name}: finished, % values rewrapped of % examined in % s', rewritten, done,
+    round(extract(epoch FROM clock_timestamp() - started)::numeric, 3);
+END
+`;
+}
+
+/** Key rotation on a column: svc_key_version, svc_key_versions and svc_rewrap_column (needs 0001). */
+export function rotationBlock(mode: InstallMode): string {
+  const schema =
+    mode === 'extension'
+      ? 'target_schema text := current_schema();'
+      : "target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');";
+  const [keyVersion, keyVersions, rewrapColumn] = ROTATION;
+  const comment = (o: (typeof ROTATION)[number]) =>
+    `  EXECUTE format('COMMENT ON ${o.kind} %I.${o.name}(${o.identity}) IS %L', target_schema, ${dollarQuote(o.comment, 'c')});`;
+  const body = (text: string, tag: string) => `replace(${dollarQuote(text, tag)}, '@SCHEMA@', quote_ident(target_schema))`;
+  return `DO ${dollarQuote(
+    `
+DECLARE
+  ${schema}
+BEGIN
+  IF to_regprocedure(format('%I.svc_rewrap(text[])', target_schema)) IS NULL THEN
+    RAISE EXCEPTION 'svc bridge: install the bridge functions (0001-install-bridge.sql) in schema % first', target_schema
+      USING ERRCODE = 'SV003';
+  END IF;
+  -- Neither SET search_path nor STRICT: either keeps this one-expression function from being inlined
+  -- (NULL in still gives NULL out); every name is qualified.
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_key_version(data text) RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
+    target_schema, ${dollarQuote(KEY_VERSION_BODY, 'f')});
+${comment(keyVersion!)}
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_key_versions(tbl regclass, col name)
+      RETURNS TABLE (policy_code text, key_version integer, value_count bigint)
+      LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS %L', target_schema, ${body(KEY_VERSIONS_BODY, 'f')});
+${comment(keyVersions!)}
+  -- No SET search_path: a procedure with a SET clause cannot COMMIT; every name inside is qualified.
+  EXECUTE format('CREATE OR REPLACE PROCEDURE %I.svc_rewrap_column(tbl regclass, col name, chunk_rows integer DEFAULT 10000,
+      key_column name DEFAULT NULL, dry_run boolean DEFAULT false) LANGUAGE plpgsql AS %L', target_schema, ${body(rewrapColumnBody(), 'p')});
+${comment(rewrapColumn!)}
+${grants([...ROTATION])}
+END
+`,
+    'svc_install',
+  )};
+`;
+}
+
 /** Removes every object the migrations create; the schema only when the install created it and it is empty. */
 export function uninstallBlock(): string {
   const drops = [
+    ...ROTATION.map((o) => `${o.kind} %1$I.${o.name}(${o.identity})`),
     ...PROCEDURES.map((p) => `PROCEDURE %1$I.${p.name}(${p.identity})`),
     ...FUNCTIONS.map((f) => `FUNCTION %1$I.${f.name}(${f.identity})`),
     ...IMPLS.map((f) => `FUNCTION %1$I.${f.name}(${f.identity})`),
@@ -446,6 +603,11 @@ ${bridgeBlock('migration', sources)}`,
 -- Installs svc_encrypt_column / svc_decrypt_column: in-place, chunked, resumable bulk work on a column.
 -- Needs 0001. One DO statement: one transaction under any runner; idempotent. See docs/sql.md.
 ${proceduresBlock('migration')}`,
+    'migrations/0003-install-rotation.sql': `${HEADER}
+-- Installs key rotation on a column: svc_key_version(text), svc_key_versions(table, column) and the
+-- procedure svc_rewrap_column (chunked, resumable, skipping values already at the newest key version).
+-- Needs 0001. One DO statement: one transaction under any runner; idempotent. See docs/rotation.md.
+${rotationBlock('migration')}`,
     'uninstall.sql': `${HEADER}
 -- Removes everything the migrations installed from the schema named by svc.install_schema (default public),
 -- the schema itself when the install created it and it is empty, and the role ${ROLE} when no database
@@ -455,21 +617,41 @@ ${uninstallBlock()}`,
   };
 }
 
-export const EXTENSION_VERSION = '1.0';
+/**
+ * The extension's current version. Every released version's script stays as it was released (a copy
+ * under udf/src/extension-history/, never regenerated), and the upgrade from each of them is the current
+ * script: every object is CREATE OR REPLACE'd, grants are re-stated, so applying it over an older version
+ * leaves exactly what a fresh install of this version has (a test compares the two).
+ */
+export const EXTENSION_VERSION = '1.1';
+/** Versions released before EXTENSION_VERSION, oldest first. */
+export const RELEASED_EXTENSION_VERSIONS = ['1.0'] as const;
 
-export function extensionFiles(sources: BridgeSources): Record<string, string> {
-  return {
+function extensionScript(sources: BridgeSources, upgrade: boolean): string {
+  return `${HEADER}
+-- The same objects as sql/migrations, for CREATE EXTENSION svc_bridge [SCHEMA s]${upgrade ? ' and ALTER EXTENSION svc_bridge UPDATE' : ''}. The bridge
+-- language must already be installed (CREATE EXTENSION plpython3u, or dblink or plv8 and http with SET svc.bridge).
+\\echo Use "${upgrade ? 'ALTER EXTENSION svc_bridge UPDATE' : 'CREATE EXTENSION svc_bridge'}" to load this file. \\quit
+${bridgeBlock('extension', sources)}
+${proceduresBlock('extension')}
+${rotationBlock('extension')}`;
+}
+
+export function extensionFiles(sources: BridgeSources, history: Readonly<Record<string, string>>): Record<string, string> {
+  const files: Record<string, string> = {
     'extension/svc_bridge.control': `# svc bridge: svc_encrypt / svc_decrypt through the encryption engine (see docs/sql.md)
 comment = 'svc_encrypt / svc_decrypt and bulk column procedures calling the encryption engine'
 default_version = '${EXTENSION_VERSION}'
 relocatable = false
 superuser = true
 `,
-    [`extension/svc_bridge--${EXTENSION_VERSION}.sql`]: `${HEADER}
--- The same objects as sql/migrations, for CREATE EXTENSION svc_bridge [SCHEMA s]. The bridge language must
--- already be installed (CREATE EXTENSION plpython3u, or plv8 and http with SET svc.bridge = 'plv8').
-\\echo Use "CREATE EXTENSION svc_bridge" to load this file. \\quit
-${bridgeBlock('extension', sources)}
-${proceduresBlock('extension')}`,
+    [`extension/svc_bridge--${EXTENSION_VERSION}.sql`]: extensionScript(sources, false),
   };
+  for (const version of RELEASED_EXTENSION_VERSIONS) {
+    const released = history[version];
+    if (released === undefined) throw new Error(`the script of released extension version ${version} is missing`);
+    files[`extension/svc_bridge--${version}.sql`] = released;
+    files[`extension/svc_bridge--${version}--${EXTENSION_VERSION}.sql`] = extensionScript(sources, true);
+  }
+  return files;
 }

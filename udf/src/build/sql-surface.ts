@@ -116,6 +116,30 @@ export const IMPLS: readonly ImplFunction[] = [
     javascript: 'return b.decryptArray(cfg, data);',
   },
   {
+    name: 'svc__rewrap',
+    args: 'data text, cfg text[]',
+    identity: 'text, text[]',
+    returns: 'text',
+    python: 'return b.rewrap(cfg, data)',
+    javascript: 'return b.rewrap(cfg, data);',
+  },
+  {
+    name: 'svc__rewrap_array',
+    args: 'data text[], cfg text[]',
+    identity: 'text[], text[]',
+    returns: 'text[]',
+    python: 'return b.rewrap_array(cfg, data)',
+    javascript: 'return b.rewrapArray(cfg, data);',
+  },
+  {
+    name: 'svc__equality_terms',
+    args: 'data text, policy_code text, cfg text[]',
+    identity: 'text, text, text[]',
+    returns: 'text[]',
+    python: 'return b.equality_terms(cfg, data, policy_code)',
+    javascript: 'return b.equalityTerms(cfg, data, policy_code);',
+  },
+  {
     name: 'svc__health',
     args: 'cfg text[]',
     identity: 'text[]',
@@ -189,6 +213,35 @@ export const FUNCTIONS: readonly BridgeFunction[] = [
     comment: 'Decrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.',
   },
   {
+    name: 'svc_rewrap',
+    args: 'data text',
+    identity: 'text',
+    returns: 'text',
+    strict: true,
+    call: 'svc__rewrap(data, cfg)',
+    comment:
+      "Re-encrypts a ciphertext under the newest active key version of its own policy's key, inside the engine; unchanged when already there. NULL in, NULL out.",
+  },
+  {
+    name: 'svc_rewrap',
+    args: 'data text[]',
+    identity: 'text[]',
+    returns: 'text[]',
+    strict: true,
+    call: 'svc__rewrap_array(data, cfg)',
+    comment: 'svc_rewrap for a one-dimensional array, in batch requests of svc.batch_size; order and NULL elements kept.',
+  },
+  {
+    name: 'svc_equality_terms',
+    args: 'data text, policy_code text',
+    identity: 'text, text',
+    returns: 'text[]',
+    strict: true,
+    call: 'svc__equality_terms(data, policy_code, cfg)',
+    comment:
+      'The ciphertexts of a value under every key version of a deterministic policy that can still decrypt, newest first: WHERE col = ANY ((SELECT svc_equality_terms(v, p))::text[]).',
+  },
+  {
     name: 'svc_health',
     args: '',
     identity: '',
@@ -237,8 +290,42 @@ export const PROCEDURES: readonly BulkProcedure[] = [
   },
 ];
 
-/** The shape of a ciphertext, used to skip values already encrypted (and, on decrypt, not encrypted). */
-export const CIPHERTEXT_PATTERN = '^hub:[A-Za-z0-9_.-]{1,128}:[A-Za-z0-9_-]+$';
+/**
+ * Key rotation on a column (docs/rotation.md), in SQL and PL/pgSQL whatever the bridge: reading a
+ * ciphertext's key version needs no engine, and the rewrap walk runs over svc_rewrap(text[]).
+ */
+export const ROTATION: ReadonlyArray<{ kind: 'FUNCTION' | 'PROCEDURE'; name: string; identity: string; comment: string }> = [
+  {
+    kind: 'FUNCTION',
+    name: 'svc_key_version',
+    identity: 'text',
+    comment: "The key version recorded in a ciphertext's header, read without the engine; NULL when the value is not a ciphertext.",
+  },
+  {
+    kind: 'FUNCTION',
+    name: 'svc_key_versions',
+    identity: 'regclass, name',
+    comment:
+      "Counts a column's values per policy and key version (policy_code and key_version NULL: not a ciphertext), to see that no value of an old version remains before retiring it.",
+  },
+  {
+    kind: 'PROCEDURE',
+    name: 'svc_rewrap_column',
+    identity: 'regclass, name, integer, name, boolean',
+    comment:
+      'Rewraps a column in place to the newest key version of each value\'s policy, in chunks, committing each; skips values already there, so a second run is cheap and an interrupted one resumes. dry_run only counts values per key version.',
+  },
+];
+
+/**
+ * The shape of a ciphertext (`hub:<1 to 128 code characters>:<base64url>`), used to skip values already
+ * encrypted (and, on decrypt, not encrypted), as an SQL condition on `expr`. The length of the code is
+ * checked apart: a bounded repetition such as {1,128} makes PostgreSQL's regex engine about eight times
+ * slower per row, and a column walk tests every row it passes.
+ */
+export function isCiphertextSql(expr: string): string {
+  return `(${expr} ~ '^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$' AND pg_catalog.length(pg_catalog.split_part(${expr}, ':', 2)) <= 128)`;
+}
 
 /** The role the install creates and grants EXECUTE to. */
 export const ROLE = 'svc_user';

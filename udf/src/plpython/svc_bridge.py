@@ -132,6 +132,21 @@ class Bridge:
     def decrypt_array(self, cfg, values):
         return self.run_array(cfg, 'decrypt', values, lambda v: {'data': v})
 
+    def rewrap(self, cfg, data):
+        return self.run_one(cfg, 'rewrap', {'data': data})
+
+    def rewrap_array(self, cfg, values):
+        return self.run_array(cfg, 'rewrap', values, lambda v: {'data': v})
+
+    def equality_terms(self, cfg, data, policy_code):
+        s = self.settings(cfg)
+        path = '/api/equality-terms'
+        answer = self.post_json(s, 'equality_terms', path, {'data': data, 'policyCode': policy_code})
+        terms = answer.get('terms')
+        if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
+            self.fail(UNAVAILABLE, 'engine at %s answered POST %s without terms' % (s.url, path), hint=ENGINE_CHECK_HINT)
+        return terms
+
     def health(self, cfg):
         s = self.settings(cfg)
         status, body = self.exchange(s, 'GET', '/api/health', None, {})
@@ -193,9 +208,9 @@ class Bridge:
             start = end
         return out
 
-    def post_batch(self, s, op, items, offset, total):
-        body = json.dumps({'items': items}, ensure_ascii=False).encode('utf-8')
-        path = '/api/%s/batch' % op
+    def post_json(self, s, op, path, payload):
+        """POST a JSON body; the answer object of a 200, or the error the engine's refusal stands for."""
+        body = json.dumps(payload, ensure_ascii=False).encode('utf-8')
         status, raw = self.exchange(s, 'POST', path, body, {'Content-Type': 'application/json'})
         answer = self.parse(s, path, status, raw)
         if status != 200:
@@ -205,10 +220,16 @@ class Bridge:
                 self.fail(ITEM_FAILED, 'svc_%s: %s' % (op, message or 'HTTP %d' % status))
             self.fail(UNAVAILABLE, 'engine at %s answered HTTP %d to POST %s%s' % (s.url, status, path, ': ' + message if message else ''),
                       hint=ENGINE_CHECK_HINT)
-        results = answer.get('results') if isinstance(answer, dict) else None
+        return answer if isinstance(answer, dict) else {}
+
+    def post_batch(self, s, op, items, offset, total):
+        path = '/api/%s/batch' % op
+        answer = self.post_json(s, op, path, {'items': items})
+        results = answer.get('results')
         if not isinstance(results, list) or len(results) != len(items):
             self.fail(UNAVAILABLE, 'engine at %s answered POST %s without one result per item' % (s.url, path), hint=ENGINE_CHECK_HINT)
-        field = 'encryptedData' if op == 'encrypt' else 'decryptedData'
+        # Encrypt and rewrap answer a ciphertext, decrypt a plaintext.
+        field = 'decryptedData' if op == 'decrypt' else 'encryptedData'
         out = []
         for index, result in enumerate(results):
             if not result.get('success'):

@@ -51,7 +51,7 @@ interface Settings {
   tenantId: string | null;
 }
 
-type Op = 'encrypt' | 'decrypt';
+type Op = 'encrypt' | 'decrypt' | 'rewrap';
 type Item = { data: string; policyCode?: string; policyName?: string; policyVersion?: number };
 
 interface BatchResult {
@@ -73,6 +73,9 @@ export interface Bridge {
   decrypt(cfg: Cfg, data: string): string;
   encryptArray(cfg: Cfg, values: ReadonlyArray<string | null> | null, policyCode: string): Array<string | null> | null;
   decryptArray(cfg: Cfg, values: ReadonlyArray<string | null> | null): Array<string | null> | null;
+  rewrap(cfg: Cfg, data: string): string;
+  rewrapArray(cfg: Cfg, values: ReadonlyArray<string | null> | null): Array<string | null> | null;
+  equalityTerms(cfg: Cfg, data: string, policyCode: string): string[];
   health(cfg: Cfg): string;
   engineInfo(cfg: Cfg): string;
 }
@@ -184,16 +187,12 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
     }
   }
 
-  function postBatch(s: Settings, op: Op, items: Item[], offset: number, total: number): string[] {
-    const path = `/api/${op}/batch`;
-    const { status, content } = exchange(s, 'POST', path, JSON.stringify({ items }), [
+  /** POST a JSON body; the answer object of a 200, or the error the engine's refusal stands for. */
+  function postJson(s: Settings, op: string, path: string, payload: unknown): Record<string, unknown> {
+    const { status, content } = exchange(s, 'POST', path, JSON.stringify(payload), [
       ['Content-Type', 'application/json'],
     ]);
-    const answer = parse(s, path, status, content) as {
-      error?: string;
-      success?: boolean;
-      results?: BatchResult[];
-    } | null;
+    const answer = parse(s, path, status, content) as Record<string, unknown> | null;
     if (status !== 200) {
       const message = answer && typeof answer.error === 'string' ? answer.error : undefined;
       // {"success": false, ...} bodies and 413 are the engine refusing the data; anything else is the engine's state.
@@ -207,7 +206,13 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
         ENGINE_CHECK_HINT,
       );
     }
-    const results = answer?.results;
+    return answer !== null && typeof answer === 'object' ? answer : {};
+  }
+
+  function postBatch(s: Settings, op: Op, items: Item[], offset: number, total: number): string[] {
+    const path = `/api/${op}/batch`;
+    const answer = postJson(s, op, path, { items }) as { results?: BatchResult[] };
+    const results = answer.results;
     if (!Array.isArray(results) || results.length !== items.length) {
       fail(
         SQLSTATES.unavailable,
@@ -221,7 +226,8 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
         const detail = total > 1 ? `item ${offset + index + 1} of ${total}` : undefined;
         fail(SQLSTATES.itemFailed, `svc_${op}: ${result.message || 'item failed'}`, detail);
       }
-      return String(op === 'encrypt' ? result.encryptedData : result.decryptedData);
+      // Encrypt and rewrap answer a ciphertext, decrypt a plaintext.
+      return String(op === 'decrypt' ? result.decryptedData : result.encryptedData);
     });
   }
 
@@ -293,6 +299,17 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
     decrypt: (cfg, data) => runOne(cfg, 'decrypt', { data }),
     encryptArray: (cfg, values, policyCode) => runArray(cfg, 'encrypt', values, (data) => ({ data, policyCode })),
     decryptArray: (cfg, values) => runArray(cfg, 'decrypt', values, (data) => ({ data })),
+    rewrap: (cfg, data) => runOne(cfg, 'rewrap', { data }),
+    rewrapArray: (cfg, values) => runArray(cfg, 'rewrap', values, (data) => ({ data })),
+    equalityTerms: (cfg, data, policyCode) => {
+      const s = settings(cfg);
+      const path = '/api/equality-terms';
+      const { terms } = postJson(s, 'equality_terms', path, { data, policyCode });
+      if (!Array.isArray(terms) || !terms.every((t) => typeof t === 'string')) {
+        fail(SQLSTATES.unavailable, `engine at ${s.url} answered POST ${path} without terms`, undefined, ENGINE_CHECK_HINT);
+      }
+      return terms as string[];
+    },
     health,
     engineInfo: (cfg) => {
       const s = settings(cfg);

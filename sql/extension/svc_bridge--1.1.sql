@@ -1,0 +1,1503 @@
+-- Generated from udf/ by `npm run sql -w udf`; do not edit by hand (a test compares this file with the generator).
+-- The same objects as sql/migrations, for CREATE EXTENSION svc_bridge [SCHEMA s]. The bridge
+-- language must already be installed (CREATE EXTENSION plpython3u, or dblink or plv8 and http with SET svc.bridge).
+\echo Use "CREATE EXTENSION svc_bridge" to load this file. \quit
+DO $svc_install$
+DECLARE
+  target_schema text := current_schema();
+  requested text := nullif(current_setting('svc.bridge', true), '');
+  previous text;
+  bridge text;
+  http_schema text;
+  py_prelude text;
+  js_prelude text;
+  dblink_schema text;
+  ext_function regprocedure;
+BEGIN
+  SELECT l.lanname INTO previous
+    FROM pg_catalog.pg_proc p
+    JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+   WHERE p.proname = 'svc__encrypt' AND p.pronamespace = to_regnamespace(target_schema)
+     AND l.lanname IN ('plpython3u', 'plv8')
+   LIMIT 1;
+  IF previous IS NULL AND to_regprocedure(format('%I.svc__dblink_one(text, text)', target_schema)) IS NOT NULL THEN
+    previous := 'dblink';
+  END IF;
+  IF requested IS NOT NULL AND requested NOT IN ('plpython3u', 'plv8', 'dblink') THEN
+    RAISE EXCEPTION 'svc.bridge must be plpython3u, plv8 or dblink, got "%"', requested USING ERRCODE = 'SV003';
+  END IF;
+  bridge := coalesce(requested, previous, CASE
+    WHEN EXISTS (SELECT FROM pg_catalog.pg_language WHERE lanname = 'plpython3u') THEN 'plpython3u'
+    WHEN EXISTS (SELECT FROM pg_catalog.pg_language WHERE lanname = 'plv8') AND EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'http') THEN 'plv8'
+    WHEN EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'dblink') THEN 'dblink'
+  END);
+  IF bridge IS NULL THEN
+    RAISE EXCEPTION 'svc bridge: this database has none of the bridge languages installed: plpython3u, plv8 with http, or dblink'
+      USING ERRCODE = 'SV003', HINT = 'Create one first, then CREATE EXTENSION svc_bridge again: CREATE EXTENSION plpython3u; or CREATE EXTENSION dblink; (managed services), or CREATE EXTENSION plv8; CREATE EXTENSION http;. See docs/sql.md.';
+  END IF;
+  IF bridge = 'plpython3u' AND NOT EXISTS (SELECT FROM pg_catalog.pg_language WHERE lanname = 'plpython3u') THEN
+    RAISE EXCEPTION 'svc_bridge: the plpython3u language is not installed in this database'
+      USING ERRCODE = 'SV003', HINT = 'Run CREATE EXTENSION plpython3u first (or CREATE EXTENSION plv8 and http, with SET svc.bridge = ''plv8'').';
+  END IF;
+  IF bridge = 'plv8' AND (NOT EXISTS (SELECT FROM pg_catalog.pg_language WHERE lanname = 'plv8')
+                          OR NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'http')) THEN
+    RAISE EXCEPTION 'svc_bridge: the plv8 bridge needs the plv8 and http extensions installed in this database'
+      USING ERRCODE = 'SV003', HINT = 'Run CREATE EXTENSION plv8; CREATE EXTENSION http; first.';
+  END IF;
+  IF bridge = 'dblink' AND NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'dblink') THEN
+    RAISE EXCEPTION 'svc_bridge: the dblink bridge needs the dblink extension installed in this database'
+      USING ERRCODE = 'SV003', HINT = 'Run CREATE EXTENSION dblink; first.';
+  END IF;
+  IF bridge = 'plv8' THEN
+    SELECT pg_catalog.quote_ident(n.nspname) INTO http_schema
+      FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+     WHERE e.extname = 'http';
+  END IF;
+
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'svc_user') THEN
+    CREATE ROLE svc_user NOLOGIN;
+  END IF;
+  IF target_schema <> 'public' THEN
+    EXECUTE format('GRANT USAGE ON SCHEMA %I TO svc_user', target_schema);
+  END IF;
+  EXECUTE format($f$CREATE OR REPLACE FUNCTION %I.svc__raise(sqlstate text, message text, detail text, hint text) RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $body$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = sqlstate, MESSAGE = message, DETAIL = coalesce(detail, ''), HINT = coalesce(hint, '');
+END
+$body$$f$, target_schema);
+  -- Called by the plv8 bridge, which runs as the owner of the functions: nobody else needs it.
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__raise(text, text, text, text) FROM PUBLIC, svc_user', target_schema);
+  IF bridge = 'dblink' THEN
+    SELECT pg_catalog.quote_ident(n.nspname) INTO dblink_schema
+      FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'dblink';
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__encrypt(text, text, text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__encrypt_by_name(text, text, integer, text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__decrypt(text, text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__encrypt_array(text[], text, text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__decrypt_array(text[], text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__rewrap(text, text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__rewrap_array(text[], text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__equality_terms(text, text, text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__health(text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__engine_info(text[])', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_setting(name text, fallback integer, max integer) RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  raw text := nullif(pg_catalog.btrim(pg_catalog.current_setting(name, true)), '');
+  n bigint;
+BEGIN
+  IF raw IS NULL THEN RETURN fallback; END IF;
+  IF raw !~ '^[0-9]{1,10}$' THEN
+    RAISE EXCEPTION '% must be a whole number from 1 to %, got "%"', name, max, raw USING ERRCODE = 'SV003';
+  END IF;
+  n := raw::bigint;
+  IF n < 1 OR n > max THEN
+    RAISE EXCEPTION '% must be a whole number from 1 to %, got "%"', name, max, raw USING ERRCODE = 'SV003';
+  END IF;
+  RETURN n::integer;
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_setting(text, integer, integer) FROM PUBLIC', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_connect(op text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  st text;
+  msg text;
+  det text;
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_foreign_server WHERE srvname = 'svc_engine') THEN
+    RAISE EXCEPTION '%: the foreign server svc_engine that holds the engine address does not exist', op USING ERRCODE = 'SV003',
+      HINT = 'CREATE SERVER svc_engine FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host ..., port ..., dbname ''svc''), and a user mapping; see docs/sql.md.';
+  END IF;
+  BEGIN
+    PERFORM @D@.dblink_connect('svc_engine', 'svc_engine');
+  EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL;
+    IF msg LIKE '%user mapping%' OR det LIKE '%password authentication failed%' OR msg LIKE '%password is required%'
+       OR det LIKE '%password is required%' OR det LIKE '%no password supplied%' THEN
+      RAISE EXCEPTION '%: the engine refused the credentials of the user mapping for server svc_engine', op
+        USING ERRCODE = 'SV003', DETAIL = coalesce(nullif(det, ''), msg),
+        HINT = 'Check the user and password in CREATE USER MAPPING FOR <owner of the svc functions> SERVER svc_engine against SVC_PG_USER / SVC_PG_PASSWORD of the engine.';
+    END IF;
+    RAISE EXCEPTION '%: engine at foreign server svc_engine is unreachable', op
+      USING ERRCODE = 'SV002', DETAIL = coalesce(nullif(det, ''), msg),
+      HINT = 'Check that the engine runs with SVC_PG_PORT set and that the server options (host, port) point at it.';
+  END;
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_connect(text) FROM PUBLIC', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_send(op text, command text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp SET client_min_messages = warning AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  timeout_ms integer := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  started timestamptz;
+  now timestamptz;
+  deadline timestamptz;
+BEGIN
+  IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
+    PERFORM @S@.svc__dblink_connect(op);
+  END IF;
+  IF @D@.dblink_send_query('svc_engine', command) <> 1 THEN
+    -- The connection broke while idle (an engine restart): one new connection.
+    PERFORM @D@.dblink_disconnect('svc_engine');
+    PERFORM @S@.svc__dblink_connect(op);
+    IF @D@.dblink_send_query('svc_engine', command) <> 1 THEN
+      PERFORM @D@.dblink_disconnect('svc_engine');
+      RAISE EXCEPTION '%: engine at foreign server svc_engine is unreachable', op USING ERRCODE = 'SV002',
+        DETAIL = 'the command could not be sent';
+    END IF;
+  END IF;
+  started := pg_catalog.clock_timestamp();
+  deadline := started + timeout_ms * interval '1 millisecond';
+  WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
+    now := pg_catalog.clock_timestamp();
+    IF now - started > interval '0.5 milliseconds' THEN
+      IF now >= deadline THEN
+        -- The answer may still come; closing the connection makes sure it is never read as another's.
+        PERFORM @D@.dblink_disconnect('svc_engine');
+        RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
+          USING ERRCODE = 'SV002';
+      END IF;
+      PERFORM pg_catalog.pg_sleep(0.001);
+    END IF;
+  END LOOP;
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_send(text, text) FROM PUBLIC', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_failed(op text, st text, msg text, det text, hnt text, attempt integer, item_offset integer, total integer) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  item text[];
+BEGIN
+  IF st LIKE '08%' OR st IN ('57P01', '57P02', '57P03', '57P05') THEN
+    PERFORM @D@.dblink_disconnect('svc_engine') WHERE 'svc_engine' = ANY (@D@.dblink_get_connections());
+    IF attempt = 1 THEN RETURN; END IF;
+    RAISE EXCEPTION '%: engine at foreign server svc_engine is unreachable', op USING ERRCODE = 'SV002', DETAIL = msg;
+  END IF;
+  BEGIN
+    PERFORM FROM @D@.dblink_get_result('svc_engine', false) AS t(data text);
+  EXCEPTION WHEN OTHERS THEN
+    PERFORM @D@.dblink_disconnect('svc_engine') WHERE 'svc_engine' = ANY (@D@.dblink_get_connections());
+  END;
+  item := pg_catalog.regexp_match(coalesce(det, ''), '^item ([0-9]+) of [0-9]+$');
+  IF item IS NOT NULL THEN
+    det := pg_catalog.format('item %s of %s', item_offset + item[1]::integer, total);
+  ELSIF total > 1 AND st = 'SV001' THEN
+    det := pg_catalog.format('item %s of %s', item_offset + 1, total);
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = coalesce(det, ''), HINT = coalesce(hnt, '');
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_failed(text, text, text, text, text, integer, integer, integer) FROM PUBLIC', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_one(op text, command text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  result text;
+  st text;
+  msg text;
+  det text;
+  hnt text;
+BEGIN
+  FOR attempt IN 1..2 LOOP
+    PERFORM @S@.svc__dblink_send(op, command);
+    BEGIN
+      SELECT t.data INTO result FROM @D@.dblink_get_result('svc_engine') AS t(data text);
+      PERFORM FROM @D@.dblink_get_result('svc_engine') AS t(data text);
+      EXIT;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
+  END LOOP;
+  RETURN result;
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_one(text, text) FROM PUBLIC', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_many(op text, command text, item_offset integer, total integer) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  result text[];
+  st text;
+  msg text;
+  det text;
+  hnt text;
+BEGIN
+  FOR attempt IN 1..2 LOOP
+    PERFORM @S@.svc__dblink_send(op, command);
+    BEGIN
+      SELECT pg_catalog.array_agg(t.data ORDER BY t.i) INTO result FROM @D@.dblink_get_result('svc_engine') AS t(i integer, data text);
+      PERFORM FROM @D@.dblink_get_result('svc_engine') AS t(data text);
+      EXIT;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, item_offset, total);
+  END LOOP;
+  RETURN result;
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_many(text, text, integer, integer) FROM PUBLIC', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_array(op text, head text, data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  batch integer := @S@.svc__dblink_setting('svc.batch_size', 1000, 10000);
+  out text[] := data;
+  parts text[] := '{}';
+  pos integer[] := '{}';
+  res text[];
+  n integer := 0;
+  chars bigint := 0;
+  done integer := 0;
+  total integer;
+  e text;
+  idx integer;
+  k integer;
+BEGIN
+  IF pg_catalog.array_ndims(data) IS NULL THEN RETURN data; END IF;
+  IF pg_catalog.array_ndims(data) > 1 THEN
+    RAISE EXCEPTION '%: only one-dimensional arrays are supported', op USING ERRCODE = '2202E';
+  END IF;
+  SELECT pg_catalog.count(*) INTO total FROM pg_catalog.unnest(data) AS u(v) WHERE u.v IS NOT NULL;
+  FOR idx IN pg_catalog.array_lower(data, 1) .. pg_catalog.array_upper(data, 1) + 1 LOOP
+    IF idx <= pg_catalog.array_upper(data, 1) THEN
+      CONTINUE WHEN data[idx] IS NULL;
+      e := coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data[idx], 'UTF8'), 'base64'), ''), '-');
+    END IF;
+    IF n > 0 AND (idx > pg_catalog.array_upper(data, 1) OR n >= batch OR chars + pg_catalog.length(e) > 8388608) THEN
+      res := @S@.svc__dblink_many(op, head || ' ' || pg_catalog.array_to_string(parts, ' '), done, total);
+      IF coalesce(pg_catalog.cardinality(res), 0) <> n THEN
+        RAISE EXCEPTION '%: the engine answered % values for %', op, coalesce(pg_catalog.cardinality(res), 0), n USING ERRCODE = 'SV002';
+      END IF;
+      FOR k IN 1 .. n LOOP
+        out[pos[k]] := res[k];
+      END LOOP;
+      done := done + n;
+      parts := '{}';
+      pos := '{}';
+      n := 0;
+      chars := 0;
+    END IF;
+    EXIT WHEN idx > pg_catalog.array_upper(data, 1);
+    n := n + 1;
+    parts[n] := e;
+    pos[n] := idx;
+    chars := chars + pg_catalog.length(e) + 1;
+  END LOOP;
+  RETURN out;
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_array(text, text, text[]) FROM PUBLIC', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text) IS %L', target_schema, $c$Encrypts a value under a policy code through the engine; NULL in, NULL out.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text, text) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text, text) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
+  RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt_by_name ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_name, 'UTF8'), 'base64'), ''), '-') || ' '
+    || coalesce(policy_version::text, '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) IS %L', target_schema, $c$Encrypts a value under a policy name, at policy_version or the latest version when NULL.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
+  RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt_by_name ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_name, 'UTF8'), 'base64'), ''), '-') || ' '
+    || coalesce(policy_version::text, '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text, integer) IS %L', target_schema, $c$Same as svc_encrypt_by_name: encrypts under a policy name, at policy_version or the latest when NULL.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text, text, integer) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text, text, integer) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_decrypt(data text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  RETURN @S@.svc__dblink_one('svc_decrypt', 'svc_decrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text) IS %L', target_schema, $c$Decrypts a ciphertext (hub:<policy>:...) through the engine; NULL in, NULL out.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  RETURN @S@.svc__dblink_array('svc_encrypt', 'svc_encrypt_many ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-'), data);
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text[], text) IS %L', target_schema, $c$Encrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text[], text) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text[], text) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  RETURN @S@.svc__dblink_array('svc_decrypt', 'svc_decrypt_many', data);
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text[]) IS %L', target_schema, $c$Decrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text[]) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text[]) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_rewrap(data text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  RETURN @S@.svc__dblink_one('svc_rewrap', 'svc_rewrap ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text) IS %L', target_schema, $c$Re-encrypts a ciphertext under the newest active key version of its own policy's key, inside the engine; unchanged when already there. NULL in, NULL out.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_rewrap(data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  RETURN @S@.svc__dblink_array('svc_rewrap', 'svc_rewrap_many', data);
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text[]) IS %L', target_schema, $c$svc_rewrap for a one-dimensional array, in batch requests of svc.batch_size; order and NULL elements kept.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text[]) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text[]) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_equality_terms(data text, policy_code text) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  op constant text := 'svc_equality_terms';
+  command constant text := 'svc_equality_terms ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
+  result text[];
+  st text;
+  msg text;
+  det text;
+  hnt text;
+BEGIN
+  FOR attempt IN 1..2 LOOP
+    PERFORM @S@.svc__dblink_send(op, command);
+    BEGIN
+      SELECT pg_catalog.array_agg(t.data ORDER BY t.key_version DESC) INTO result
+        FROM @D@.dblink_get_result('svc_engine') AS t(key_version integer, data text);
+      PERFORM FROM @D@.dblink_get_result('svc_engine') AS t(data text);
+      EXIT;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
+  END LOOP;
+  RETURN coalesce(result, '{}');
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_equality_terms(text, text) IS %L', target_schema, $c$The ciphertexts of a value under every key version of a deterministic policy that can still decrypt, newest first: WHERE col = ANY ((SELECT svc_equality_terms(v, p))::text[]).$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_equality_terms(text, text) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_equality_terms(text, text) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_health() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  op constant text := 'svc_health';
+  command constant text := 'svc_health';
+  result jsonb;
+  st text;
+  msg text;
+  det text;
+  hnt text;
+BEGIN
+  FOR attempt IN 1..2 LOOP
+    PERFORM @S@.svc__dblink_send(op, command);
+    BEGIN
+      SELECT pg_catalog.jsonb_build_object('status', t.status, 'service', t.service, 'version', t.version) INTO result
+        FROM @D@.dblink_get_result('svc_engine') AS t(status text, service text, version text);
+      PERFORM FROM @D@.dblink_get_result('svc_engine') AS t(data text);
+      EXIT;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
+  END LOOP;
+  RETURN result;
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_health() IS %L', target_schema, $c$The engine's GET /api/health answer; raises SV002 when the engine cannot be reached.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_health() FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_health() TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_engine_info() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  op constant text := 'svc_engine_info';
+  command constant text := 'svc_info';
+  server jsonb;
+  result jsonb;
+  st text;
+  msg text;
+  det text;
+  hnt text;
+BEGIN
+  -- Only the address options: a dblink_fdw server cannot hold a password (those live in user mappings).
+  SELECT pg_catalog.jsonb_object_agg(o.option_name, o.option_value) INTO server
+    FROM pg_catalog.pg_foreign_server s, pg_catalog.pg_options_to_table(s.srvoptions) AS o
+   WHERE s.srvname = 'svc_engine' AND o.option_name IN ('host', 'hostaddr', 'port', 'dbname', 'sslmode', 'connect_timeout');
+  
+  FOR attempt IN 1..2 LOOP
+    PERFORM @S@.svc__dblink_send(op, command);
+    BEGIN
+      SELECT pg_catalog.jsonb_build_object('engineVersion', t.engine_version, 'runtimeVersion', t.runtime_version,
+                  'policyCount', t.policy_count, 'keyCount', t.key_count, 'configured', t.configured) INTO result
+        FROM @D@.dblink_get_result('svc_engine') AS t(engine_version text, runtime_version text, policy_count integer, key_count integer, configured boolean);
+      PERFORM FROM @D@.dblink_get_result('svc_engine') AS t(data text);
+      EXIT;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
+  END LOOP;
+  RETURN pg_catalog.jsonb_build_object(
+    'engineServer', 'svc_engine',
+    'engineAddress', coalesce(server, '{}'::jsonb),
+    'bridge', 'dblink',
+    'timeoutMs', @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000),
+    'batchSize', @S@.svc__dblink_setting('svc.batch_size', 1000, 10000),
+    'health', @S@.svc_health(),
+    'runtime', result);
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_engine_info() IS %L', target_schema, $c$The engine address and bridge settings in effect, the engine health and, when readable, its runtime info.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_engine_info() FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_engine_info() TO svc_user', target_schema);
+    FOR ext_function IN
+      SELECT p.oid::regprocedure FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+        JOIN pg_catalog.pg_proc p ON p.oid = d.objid
+       WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass AND e.extname = 'dblink'
+         AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e' AND p.proname NOT IN ('dblink_connect_u')
+    LOOP
+      EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', ext_function);
+    END LOOP;
+  ELSE
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_setting(text, integer, integer)', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_connect(text)', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_failed(text, text, text, text, text, integer, integer, integer)', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_array(text, text, text[])', target_schema);
+  py_prelude := replace($py$b = GD.get('svc_bridge:4035d0fd4427')
+if b is None:
+    import base64, types
+    m = types.ModuleType('svc_bridge')
+    exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
+    b = GD['svc_bridge:4035d0fd4427'] = m.Bridge(plpy)
+$py$, '@MODULE_B64@',
+    translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into requests to the
+# engine's JSON batch endpoints. It is loaded once per backend (the generated SQL executes this source
+# and keeps the Bridge in GD), keeps one keep-alive HTTP connection per backend, reopens it once when a
+# reused connection turns out to be broken, and reports every failure as an SQL error with a documented
+# SQLSTATE (docs/sql.md). It never puts data values into messages.
+#
+# The engine address (the options of the foreign server svc_engine, the DBA's) and the svc.* settings
+# arrive as an argument (`cfg`, read by the SECURITY DEFINER SQL wrapper) rather than through plpy.execute,
+# because PL/Python runs every plpy.execute in a subtransaction and parallel workers cannot start one; for
+# the same reason only a non-worker backend polls for interrupts.
+import http.client
+import json
+import select
+import time
+from urllib.parse import urlsplit
+
+ITEM_FAILED = 'SV001'  # the engine refused an item (or the request): unknown policy, bad ciphertext, ...
+UNAVAILABLE = 'SV002'  # the engine could not be reached, timed out, or answered something unusable
+CONFIG = 'SV003'  # the engine address (server svc_engine) or a svc.* setting is missing or invalid
+
+# The one place that holds the engine address, and the foreign-data wrapper it must be on (docs/sql.md §2).
+SERVER = 'svc_engine'
+BRIDGE_FDW = 'svc_bridge_fdw'
+SERVER_HINT = ("CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw OPTIONS (url 'http://127.0.0.1:8080') "
+               'as a superuser or the owner of the svc functions; see docs/sql.md.')
+
+DEFAULT_TIMEOUT_MS = 5000
+MAX_TIMEOUT_MS = 3600000
+DEFAULT_BATCH_SIZE = 1000
+MAX_BATCH_SIZE = 10000
+# Characters of data per request: large values go in smaller requests so bodies stay well under the engine's limit.
+MAX_REQUEST_DATA_CHARS = 2 * 1024 * 1024
+# While waiting for an answer, wake up this often to let PostgreSQL process a cancel or statement_timeout.
+INTERRUPT_SLICE_S = 0.05
+
+ENGINE_CHECK_HINT = 'Check the engine directly (GET <url of server svc_engine>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.'
+
+
+class Unavailable(Exception):
+    """The deadline passed while waiting for the engine's answer."""
+
+
+class Settings:
+    # ops: the operations API's endpoint (a Settings of its own; this one when the server has no ops_url).
+    __slots__ = ('url', 'scheme', 'host', 'port', 'base_path', 'timeout_s', 'timeout_ms', 'batch_size', 'tenant_id', 'ops')
+
+
+class Bridge:
+    def __init__(self, plpy, language='plpython3u'):
+        self.plpy = plpy
+        self.language = language
+        # Executing any statement runs PostgreSQL's interrupt check (cancel, statement_timeout); prepared on
+        # first use, and never in a parallel worker, where a worker's wait is bounded by svc.timeout_ms.
+        self.tick_plan = None
+        self.parallel_worker = in_parallel_worker()
+        self.conn = None
+        self.conn_key = None
+
+    # ---- settings -------------------------------------------------------------------------------
+
+    def settings(self, cfg):
+        """cfg = [url, svc.timeout_ms, svc.batch_size, tenant_id, ops_url, foreign-data wrapper]: the options of the
+        server svc_engine, current_setting() of the two settings, and the tenant id from the owner's user mapping."""
+        url, timeout_ms, batch_size, tenant_id, ops_url, wrapper = (list(cfg or []) + [None] * 6)[:6]
+        if wrapper is None:
+            self.fail(CONFIG, 'the foreign server %s that holds the engine address does not exist' % SERVER, hint=SERVER_HINT)
+        if wrapper != BRIDGE_FDW:
+            # A server of the dblink bridge (dblink_fdw) names a PostgreSQL wire endpoint, not an HTTP one.
+            self.fail(CONFIG, 'the foreign server %s is on the foreign-data wrapper %s, not %s' % (SERVER, wrapper, BRIDGE_FDW),
+                      hint='Drop it and ' + SERVER_HINT)
+        if url is None or url.strip() == '':
+            self.fail(CONFIG, 'the foreign server %s has no option url' % SERVER,
+                      hint="ALTER SERVER svc_engine OPTIONS (ADD url 'http://127.0.0.1:8080'); see docs/sql.md.")
+        s = self.endpoint(url, 'url')
+        s.timeout_ms = self.integer(timeout_ms, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
+        s.timeout_s = s.timeout_ms / 1000.0
+        s.batch_size = self.integer(batch_size, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE)
+        s.tenant_id = tenant_id or None
+        s.ops = s
+        if ops_url is not None and ops_url.strip() != '':
+            s.ops = self.endpoint(ops_url, 'ops_url')
+            s.ops.timeout_ms, s.ops.timeout_s, s.ops.batch_size, s.ops.tenant_id = s.timeout_ms, s.timeout_s, s.batch_size, s.tenant_id
+            s.ops.ops = s.ops
+        return s
+
+    def endpoint(self, url, option):
+        """An address option of the server (url, ops_url) parsed into a Settings without the tuning values."""
+        parts = urlsplit(url.strip())
+        if parts.scheme not in ('http', 'https') or not parts.hostname or parts.query or parts.fragment:
+            self.fail(CONFIG, 'option %s of the foreign server %s must be an http:// or https:// URL without query, got "%s"'
+                      % (option, SERVER, url))
+        try:
+            port = parts.port
+        except ValueError:
+            self.fail(CONFIG, 'option %s of the foreign server %s has an invalid port: "%s"' % (option, SERVER, url))
+        s = Settings()
+        s.url = url.strip().rstrip('/')
+        s.scheme = parts.scheme
+        s.host = parts.hostname
+        s.port = port or (443 if parts.scheme == 'https' else 80)
+        s.base_path = parts.path.rstrip('/')
+        return s
+
+    def integer(self, raw, name, default, maximum):
+        if raw is None or raw.strip() == '':
+            return default
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            value = 0
+        if value < 1 or value > maximum:
+            self.fail(CONFIG, '%s must be an integer from 1 to %d, got "%s"' % (name, maximum, raw))
+        return value
+
+    # ---- the SQL functions -------------------------------------------------------------------------
+
+    def encrypt(self, cfg, data, policy_code):
+        return self.run_one(cfg, 'encrypt', {'data': data, 'policyCode': policy_code})
+
+    def encrypt_by_name(self, cfg, data, policy_name, policy_version):
+        item = {'data': data, 'policyName': policy_name}
+        if policy_version is not None:
+            item['policyVersion'] = policy_version
+        return self.run_one(cfg, 'encrypt', item)
+
+    def decrypt(self, cfg, data):
+        return self.run_one(cfg, 'decrypt', {'data': data})
+
+    def encrypt_array(self, cfg, values, policy_code):
+        return self.run_array(cfg, 'encrypt', values, lambda v: {'data': v, 'policyCode': policy_code})
+
+    def decrypt_array(self, cfg, values):
+        return self.run_array(cfg, 'decrypt', values, lambda v: {'data': v})
+
+    def rewrap(self, cfg, data):
+        return self.run_one(cfg, 'rewrap', {'data': data})
+
+    def rewrap_array(self, cfg, values):
+        return self.run_array(cfg, 'rewrap', values, lambda v: {'data': v})
+
+    def equality_terms(self, cfg, data, policy_code):
+        s = self.settings(cfg)
+        path = '/api/equality-terms'
+        answer = self.post_json(s, 'equality_terms', path, {'data': data, 'policyCode': policy_code})
+        terms = answer.get('terms')
+        if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
+            self.fail(UNAVAILABLE, 'engine at %s answered POST %s without terms' % (s.url, path), hint=ENGINE_CHECK_HINT)
+        return terms
+
+    def health(self, cfg):
+        s = self.settings(cfg)
+        status, body = self.exchange(s, 'GET', '/api/health', None, {})
+        if status != 200:
+            self.fail(UNAVAILABLE, 'engine at %s answered HTTP %d to GET /api/health' % (s.url, status), hint=ENGINE_CHECK_HINT)
+        return body.decode('utf-8')
+
+    def engine_info(self, cfg):
+        s = self.settings(cfg)
+        info = {
+            'engineServer': SERVER,
+            'engineUrl': s.url,
+            'opsUrl': s.ops.url,
+            'bridge': self.language,
+            'timeoutMs': s.timeout_ms,
+            'batchSize': s.batch_size,
+            'health': json.loads(self.health(cfg)),
+        }
+        # The operations API may have its own listener (the server's ops_url); the tenant id is its credential.
+        headers = {'X-SVC-Tenant-Id': s.tenant_id} if s.tenant_id else {}
+        status, body = self.exchange(s.ops, 'GET', '/engine/api/v1/runtime/info', None, headers)
+        if status == 200:
+            info['runtime'] = json.loads(body)
+        else:
+            info['runtime'] = None
+            info['runtimeStatus'] = status
+        return json.dumps(info)
+
+    # ---- batching ---------------------------------------------------------------------------------
+
+    def run_one(self, cfg, op, item):
+        s = self.settings(cfg)
+        return self.post_batch(s, op, [item], 0, 1)[0]
+
+    def run_array(self, cfg, op, values, make_item):
+        if values is None:
+            return None
+        out = list(values)
+        positions = [i for i, v in enumerate(out) if v is not None]
+        if not positions:
+            return out
+        s = self.settings(cfg)
+        total = len(positions)
+        start = 0
+        while start < total:
+            end = start
+            size = 0
+            # A request closes at batch_size items or at the byte budget (one oversized value goes alone).
+            while end < total and end - start < s.batch_size:
+                n = len(out[positions[end]])
+                if end > start and size + n > MAX_REQUEST_DATA_CHARS:
+                    break
+                size += n
+                end += 1
+            chunk = positions[start:end]
+            results = self.post_batch(s, op, [make_item(out[i]) for i in chunk], start, total)
+            for i, value in zip(chunk, results):
+                out[i] = value
+            start = end
+        return out
+
+    def post_json(self, s, op, path, payload):
+        """POST a JSON body; the answer object of a 200, or the error the engine's refusal stands for."""
+        body = json.dumps(payload, ensure_ascii=False).encode('utf-8')
+        status, raw = self.exchange(s, 'POST', path, body, {'Content-Type': 'application/json'})
+        answer = self.parse(s, path, status, raw)
+        if status != 200:
+            message = answer.get('error') if isinstance(answer, dict) else None
+            # {"success": false, ...} bodies and 413 are the engine refusing the data; anything else is the engine's state.
+            if 400 <= status < 500 and (isinstance(answer, dict) and 'success' in answer or status == 413):
+                self.fail(ITEM_FAILED, 'svc_%s: %s' % (op, message or 'HTTP %d' % status))
+            self.fail(UNAVAILABLE, 'engine at %s answered HTTP %d to POST %s%s' % (s.url, status, path, ': ' + message if message else ''),
+                      hint=ENGINE_CHECK_HINT)
+        return answer if isinstance(answer, dict) else {}
+
+    def post_batch(self, s, op, items, offset, total):
+        path = '/api/%s/batch' % op
+        answer = self.post_json(s, op, path, {'items': items})
+        results = answer.get('results')
+        if not isinstance(results, list) or len(results) != len(items):
+            self.fail(UNAVAILABLE, 'engine at %s answered POST %s without one result per item' % (s.url, path), hint=ENGINE_CHECK_HINT)
+        # Encrypt and rewrap answer a ciphertext, decrypt a plaintext.
+        field = 'decryptedData' if op == 'decrypt' else 'encryptedData'
+        out = []
+        for index, result in enumerate(results):
+            if not result.get('success'):
+                detail = 'item %d of %d' % (offset + index + 1, total) if total > 1 else None
+                self.fail(ITEM_FAILED, 'svc_%s: %s' % (op, result.get('message') or 'item failed'), detail=detail)
+            out.append(result.get(field))
+        return out
+
+    def parse(self, s, path, status, raw):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            if status == 200:
+                self.fail(UNAVAILABLE, 'engine at %s answered POST %s with a body that is not JSON' % (s.url, path), hint=ENGINE_CHECK_HINT)
+            return None
+
+    # ---- HTTP ---------------------------------------------------------------------------------------
+
+    def exchange(self, s, method, path, body, headers):
+        """One request on the backend's keep-alive connection; a broken reused connection is reopened once."""
+        deadline = time.monotonic() + s.timeout_s
+        for attempt in (0, 1):
+            reused = self.conn is not None and self.conn_key == (s.scheme, s.host, s.port)
+            try:
+                conn = self.connection(s, deadline)
+                # A reused socket still carries the previous call's timeout; every call gets its own deadline.
+                conn.sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                conn.request(method, s.base_path + path, body, headers)
+                self.wait_readable(conn, deadline)
+                conn.sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                response = conn.getresponse()
+                data = response.read()
+                if response.will_close:
+                    self.close()
+                return response.status, data
+            except Unavailable:
+                self.close()
+                self.fail(UNAVAILABLE, 'engine at %s did not answer within svc.timeout_ms (%d ms)' % (s.url, s.timeout_ms),
+                          hint=ENGINE_CHECK_HINT)
+            except (OSError, http.client.HTTPException) as e:
+                self.close()
+                if isinstance(e, TimeoutError) or 'timed out' in str(e):
+                    self.fail(UNAVAILABLE, 'engine at %s did not answer within svc.timeout_ms (%d ms)' % (s.url, s.timeout_ms), hint=ENGINE_CHECK_HINT)
+                if reused and attempt == 0 and time.monotonic() < deadline:
+                    continue
+                self.fail(UNAVAILABLE, 'engine at %s is unreachable: %s' % (s.url, describe(e)), hint=ENGINE_CHECK_HINT)
+            except BaseException:
+                # A cancel or statement_timeout (raised by the interrupt check) leaves a request in flight.
+                self.close()
+                raise
+        raise AssertionError('unreachable')
+
+    def connection(self, s, deadline):
+        key = (s.scheme, s.host, s.port)
+        if self.conn is not None and self.conn_key == key:
+            return self.conn
+        self.close()
+        timeout = max(deadline - time.monotonic(), 0.001)
+        cls = http.client.HTTPSConnection if s.scheme == 'https' else http.client.HTTPConnection
+        conn = cls(s.host, s.port, timeout=timeout)
+        conn.connect()
+        self.conn = conn
+        self.conn_key = key
+        return conn
+
+    def wait_readable(self, conn, deadline):
+        sock = conn.sock
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise Unavailable()
+            readable, _, _ = select.select([sock], [], [], min(remaining, INTERRUPT_SLICE_S))
+            if readable:
+                return
+            if not self.parallel_worker:
+                if self.tick_plan is None:
+                    self.tick_plan = self.plpy.prepare('SELECT 1')
+                self.plpy.execute(self.tick_plan)
+
+    def close(self):
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except Exception:
+                pass
+        self.conn = None
+        self.conn_key = None
+
+    def fail(self, sqlstate, message, detail=None, hint=None):
+        kwargs = {'sqlstate': sqlstate}
+        if detail:
+            kwargs['detail'] = detail
+        if hint:
+            kwargs['hint'] = hint
+        self.plpy.error(message, **kwargs)
+
+
+def in_parallel_worker():
+    # PostgreSQL names its parallel workers in the process title ("postgres: parallel worker for PID n").
+    try:
+        with open('/proc/self/cmdline', 'rb') as f:
+            return b'parallel worker for PID' in f.read()
+    except OSError:
+        return False
+
+
+def describe(error):
+    text = str(error) or error.__class__.__name__
+    return text.split('] ', 1)[-1] if text.startswith('[Errno') else text
+$svc_python_module$, 'UTF8'), 'base64'), E'\n', ''));
+  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:4300072c579f'];
+if (!b) b = globalThis['svc_bridge:4300072c579f'] = ((function () {
+var exports = {};
+"use strict";
+Object.defineProperty(exports, "__esModule", { value: true });
+exports.STATEMENTS = exports.SQLSTATES = void 0;
+exports.createBridge = createBridge;
+exports.SQLSTATES = { itemFailed: 'SV001', unavailable: 'SV002', config: 'SV003' };
+const DEFAULT_TIMEOUT_MS = 5000;
+const MAX_TIMEOUT_MS = 3600000;
+const DEFAULT_BATCH_SIZE = 1000;
+const MAX_BATCH_SIZE = 10000;
+const MAX_REQUEST_DATA_CHARS = 2 * 1024 * 1024;
+const QUERY_CANCELED = '57014';
+const SERVER = 'svc_engine';
+const BRIDGE_FDW = 'svc_bridge_fdw';
+const SERVER_HINT = "CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw OPTIONS (url 'http://127.0.0.1:8080') as a superuser or the owner of the svc functions; see docs/sql.md.";
+const ENGINE_CHECK_HINT = 'Check the engine directly (GET <url of server svc_engine>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.';
+exports.STATEMENTS = {
+    prepare: "SELECT @HTTP@.http_set_curlopt('CURLOPT_TIMEOUT_MS', $1) AS timeout, pg_catalog.set_config('http.keepalive', 'on', true) AS keepalive",
+    request: 'SELECT status, content FROM @HTTP@.http(ROW($1, $2, ' +
+        'ARRAY(SELECT @HTTP@.http_header(h->>0, h->>1) FROM pg_catalog.jsonb_array_elements($3::jsonb) AS h), $4, $5)::@HTTP@.http_request)',
+    raise: 'SELECT @SCHEMA@.svc__raise($1, $2, $3, $4)',
+};
+function createBridge(plv8, schema, httpSchema) {
+    const sql = (text) => text.replace(/@SCHEMA@/g, schema).replace(/@HTTP@/g, httpSchema);
+    const statements = {
+        prepare: sql(exports.STATEMENTS.prepare),
+        request: sql(exports.STATEMENTS.request),
+        raise: sql(exports.STATEMENTS.raise),
+    };
+    function fail(sqlstate, message, detail, hint) {
+        plv8.execute(statements.raise, [sqlstate, message, detail !== null && detail !== void 0 ? detail : null, hint !== null && hint !== void 0 ? hint : null]);
+        throw new Error(message);
+    }
+    function integer(raw, name, fallback, max) {
+        if (raw === null || raw === undefined || String(raw).trim() === '')
+            return fallback;
+        const text = String(raw).trim();
+        const value = /^[0-9]+$/.test(text) ? Number(text) : 0;
+        if (value < 1 || value > max)
+            fail(exports.SQLSTATES.config, `${name} must be an integer from 1 to ${max}, got "${raw}"`);
+        return value;
+    }
+    function address(raw, option) {
+        const text = typeof raw === 'string' ? raw.trim() : '';
+        if (!/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(text)) {
+            fail(exports.SQLSTATES.config, `option ${option} of the foreign server ${SERVER} must be an http:// or https:// URL without query, got "${raw}"`);
+        }
+        return text.replace(/\/+$/, '');
+    }
+    function settings(cfg) {
+        const [url, timeoutMs, batchSize, tenantId, opsUrl, wrapper] = cfg !== null && cfg !== void 0 ? cfg : [];
+        if (wrapper === null || wrapper === undefined) {
+            fail(exports.SQLSTATES.config, `the foreign server ${SERVER} that holds the engine address does not exist`, undefined, SERVER_HINT);
+        }
+        if (wrapper !== BRIDGE_FDW) {
+            fail(exports.SQLSTATES.config, `the foreign server ${SERVER} is on the foreign-data wrapper ${wrapper}, not ${BRIDGE_FDW}`, undefined, `Drop it and ${SERVER_HINT}`);
+        }
+        if (typeof url !== 'string' || url.trim() === '') {
+            fail(exports.SQLSTATES.config, `the foreign server ${SERVER} has no option url`, undefined, "ALTER SERVER svc_engine OPTIONS (ADD url 'http://127.0.0.1:8080'); see docs/sql.md.");
+        }
+        const base = address(url, 'url');
+        return {
+            url: base,
+            opsUrl: typeof opsUrl === 'string' && opsUrl.trim() !== '' ? address(opsUrl, 'ops_url') : base,
+            timeoutMs: integer(timeoutMs, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS),
+            batchSize: integer(batchSize, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE),
+            tenantId: typeof tenantId === 'string' && tenantId !== '' ? tenantId : null,
+        };
+    }
+    function exchange(s, method, path, body, headers, base = s.url) {
+        var _a, _b;
+        plv8.execute(statements.prepare, [String(s.timeoutMs)]);
+        try {
+            const row = plv8.execute(statements.request, [
+                method,
+                base + path,
+                JSON.stringify(headers),
+                body === null ? null : 'application/json',
+                body,
+            ])[0];
+            return { status: Number(row === null || row === void 0 ? void 0 : row.status), content: String((_a = row === null || row === void 0 ? void 0 : row.content) !== null && _a !== void 0 ? _a : '') };
+        }
+        catch (error) {
+            const e = error;
+            if (e.sqlerrcode === QUERY_CANCELED)
+                throw error;
+            const text = String((_b = e.message) !== null && _b !== void 0 ? _b : error);
+            if (/timed? ?out/i.test(text)) {
+                fail(exports.SQLSTATES.unavailable, `engine at ${base} did not answer within svc.timeout_ms (${s.timeoutMs} ms)`, undefined, ENGINE_CHECK_HINT);
+            }
+            return fail(exports.SQLSTATES.unavailable, `engine at ${base} is unreachable: ${text}`, undefined, ENGINE_CHECK_HINT);
+        }
+    }
+    function parse(s, path, status, content) {
+        try {
+            return JSON.parse(content);
+        }
+        catch {
+            if (status === 200) {
+                fail(exports.SQLSTATES.unavailable, `engine at ${s.url} answered POST ${path} with a body that is not JSON`, undefined, ENGINE_CHECK_HINT);
+            }
+            return null;
+        }
+    }
+    function postJson(s, op, path, payload) {
+        const { status, content } = exchange(s, 'POST', path, JSON.stringify(payload), [
+            ['Content-Type', 'application/json'],
+        ]);
+        const answer = parse(s, path, status, content);
+        if (status !== 200) {
+            const message = answer && typeof answer.error === 'string' ? answer.error : undefined;
+            if (status >= 400 && status < 500 && ((answer !== null && 'success' in answer) || status === 413)) {
+                fail(exports.SQLSTATES.itemFailed, `svc_${op}: ${message !== null && message !== void 0 ? message : `HTTP ${status}`}`);
+            }
+            fail(exports.SQLSTATES.unavailable, `engine at ${s.url} answered HTTP ${status} to POST ${path}${message ? `: ${message}` : ''}`, undefined, ENGINE_CHECK_HINT);
+        }
+        return answer !== null && typeof answer === 'object' ? answer : {};
+    }
+    function postBatch(s, op, items, offset, total) {
+        const path = `/api/${op}/batch`;
+        const answer = postJson(s, op, path, { items });
+        const results = answer.results;
+        if (!Array.isArray(results) || results.length !== items.length) {
+            fail(exports.SQLSTATES.unavailable, `engine at ${s.url} answered POST ${path} without one result per item`, undefined, ENGINE_CHECK_HINT);
+        }
+        return results.map((result, index) => {
+            if (!result.success) {
+                const detail = total > 1 ? `item ${offset + index + 1} of ${total}` : undefined;
+                fail(exports.SQLSTATES.itemFailed, `svc_${op}: ${result.message || 'item failed'}`, detail);
+            }
+            return String(op === 'decrypt' ? result.decryptedData : result.encryptedData);
+        });
+    }
+    function runOne(cfg, op, item) {
+        const results = postBatch(settings(cfg), op, [item], 0, 1);
+        return results[0];
+    }
+    function runArray(cfg, op, values, makeItem) {
+        if (values === null)
+            return null;
+        const out = values.slice();
+        const positions = [];
+        out.forEach((v, i) => {
+            if (v !== null && v !== undefined)
+                positions.push(i);
+        });
+        if (positions.length === 0)
+            return out;
+        const s = settings(cfg);
+        const total = positions.length;
+        let start = 0;
+        while (start < total) {
+            let end = start;
+            let size = 0;
+            while (end < total && end - start < s.batchSize) {
+                const n = out[positions[end]].length;
+                if (end > start && size + n > MAX_REQUEST_DATA_CHARS)
+                    break;
+                size += n;
+                end += 1;
+            }
+            const chunk = positions.slice(start, end);
+            const results = postBatch(s, op, chunk.map((i) => makeItem(out[i])), start, total);
+            chunk.forEach((i, k) => {
+                out[i] = results[k];
+            });
+            start = end;
+        }
+        return out;
+    }
+    function health(cfg) {
+        const s = settings(cfg);
+        const { status, content } = exchange(s, 'GET', '/api/health', null, []);
+        if (status !== 200) {
+            fail(exports.SQLSTATES.unavailable, `engine at ${s.url} answered HTTP ${status} to GET /api/health`, undefined, ENGINE_CHECK_HINT);
+        }
+        return content;
+    }
+    return {
+        encrypt: (cfg, data, policyCode) => runOne(cfg, 'encrypt', { data, policyCode }),
+        encryptByName: (cfg, data, policyName, policyVersion) => runOne(cfg, 'encrypt', policyVersion === null ? { data, policyName } : { data, policyName, policyVersion }),
+        decrypt: (cfg, data) => runOne(cfg, 'decrypt', { data }),
+        encryptArray: (cfg, values, policyCode) => runArray(cfg, 'encrypt', values, (data) => ({ data, policyCode })),
+        decryptArray: (cfg, values) => runArray(cfg, 'decrypt', values, (data) => ({ data })),
+        rewrap: (cfg, data) => runOne(cfg, 'rewrap', { data }),
+        rewrapArray: (cfg, values) => runArray(cfg, 'rewrap', values, (data) => ({ data })),
+        equalityTerms: (cfg, data, policyCode) => {
+            const s = settings(cfg);
+            const path = '/api/equality-terms';
+            const { terms } = postJson(s, 'equality_terms', path, { data, policyCode });
+            if (!Array.isArray(terms) || !terms.every((t) => typeof t === 'string')) {
+                fail(exports.SQLSTATES.unavailable, `engine at ${s.url} answered POST ${path} without terms`, undefined, ENGINE_CHECK_HINT);
+            }
+            return terms;
+        },
+        health,
+        engineInfo: (cfg) => {
+            const s = settings(cfg);
+            const info = {
+                engineServer: SERVER,
+                engineUrl: s.url,
+                opsUrl: s.opsUrl,
+                bridge: 'plv8',
+                timeoutMs: s.timeoutMs,
+                batchSize: s.batchSize,
+                health: JSON.parse(health(cfg)),
+            };
+            const headers = s.tenantId ? [['X-SVC-Tenant-Id', s.tenantId]] : [];
+            const { status, content } = exchange(s, 'GET', '/engine/api/v1/runtime/info', null, headers, s.opsUrl);
+            if (status === 200) {
+                info.runtime = JSON.parse(content);
+            }
+            else {
+                info.runtime = null;
+                info.runtimeStatus = status;
+            }
+            return JSON.stringify(info);
+        },
+    };
+}
+return exports;
+})()).createBridge(plv8, @SCHEMA_JSON@, @HTTP_JSON@);
+$js$,
+    '@SCHEMA_JSON@', to_json(quote_ident(target_schema))::text),
+    '@HTTP_JSON@', coalesce(to_json(http_schema)::text, 'null'));
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_foreign_data_wrapper WHERE fdwname = 'svc_bridge_fdw') THEN
+    CREATE FOREIGN DATA WRAPPER svc_bridge_fdw;
+    COMMENT ON FOREIGN DATA WRAPPER svc_bridge_fdw IS 'holds the engine address of the svc bridge: CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw OPTIONS (url ...); see docs/sql.md';
+  END IF;
+  IF EXISTS (SELECT FROM pg_catalog.pg_db_role_setting d, pg_catalog.unnest(d.setconfig) AS c(setting)
+              WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))
+                AND c.setting LIKE 'svc.engine\_url=%') THEN
+    RAISE NOTICE 'svc bridge: svc.engine_url is no longer read; the engine address is the option url of the foreign server svc_engine'
+      USING HINT = 'CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw OPTIONS (url ''http://...''), then ALTER DATABASE ... RESET svc.engine_url; see docs/sql.md.';
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_foreign_server WHERE srvname = 'svc_engine') THEN
+    RAISE NOTICE 'svc bridge: create the foreign server svc_engine that holds the engine address'
+      USING HINT = 'CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw OPTIONS (url ''http://127.0.0.1:8080''); see docs/sql.md.';
+  END IF;
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt(data text, policy_code text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.encrypt(cfg, data, policy_code)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
+                                       ELSE js_prelude || $js$return b.encrypt(cfg, data, policy_code);$js$ END);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt(text, text, text[]) FROM PUBLIC, svc_user', target_schema);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_by_name(data text, policy_name text, policy_version integer, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    if data is None or policy_name is None:
+        return None
+    return b.encrypt_by_name(cfg, data, policy_name, policy_version)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
+                                       ELSE js_prelude || $js$if (data === null || policy_name === null) return null;
+return b.encryptByName(cfg, data, policy_name, policy_version);$js$ END);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt_by_name(text, text, integer, text[]) FROM PUBLIC, svc_user', target_schema);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt(data text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.decrypt(cfg, data)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
+                                       ELSE js_prelude || $js$return b.decrypt(cfg, data);$js$ END);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__decrypt(text, text[]) FROM PUBLIC, svc_user', target_schema);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__encrypt_array(data text[], policy_code text, cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.encrypt_array(cfg, data, policy_code)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
+                                       ELSE js_prelude || $js$return b.encryptArray(cfg, data, policy_code);$js$ END);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__encrypt_array(text[], text, text[]) FROM PUBLIC, svc_user', target_schema);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__decrypt_array(data text[], cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.decrypt_array(cfg, data)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
+                                       ELSE js_prelude || $js$return b.decryptArray(cfg, data);$js$ END);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__decrypt_array(text[], text[]) FROM PUBLIC, svc_user', target_schema);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__rewrap(data text, cfg text[]) RETURNS text LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.rewrap(cfg, data)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
+                                       ELSE js_prelude || $js$return b.rewrap(cfg, data);$js$ END);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__rewrap(text, text[]) FROM PUBLIC, svc_user', target_schema);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__rewrap_array(data text[], cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.rewrap_array(cfg, data)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
+                                       ELSE js_prelude || $js$return b.rewrapArray(cfg, data);$js$ END);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__rewrap_array(text[], text[]) FROM PUBLIC, svc_user', target_schema);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__equality_terms(data text, policy_code text, cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.equality_terms(cfg, data, policy_code)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
+                                       ELSE js_prelude || $js$return b.equalityTerms(cfg, data, policy_code);$js$ END);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__equality_terms(text, text, text[]) FROM PUBLIC, svc_user', target_schema);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__health(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.health(cfg)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
+                                       ELSE js_prelude || $js$return JSON.parse(b.health(cfg));$js$ END);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__health(text[]) FROM PUBLIC, svc_user', target_schema);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__engine_info(cfg text[]) RETURNS jsonb LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.engine_info(cfg)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
+                                       ELSE js_prelude || $js$return JSON.parse(b.engineInfo(cfg));$js$ END);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__engine_info(text[]) FROM PUBLIC, svc_user', target_schema);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__encrypt(data, policy_code, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
+   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
+  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text) IS %L', target_schema, $c$Encrypts a value under a policy code through the engine; NULL in, NULL out.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__encrypt_by_name(data, policy_name, policy_version, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
+   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
+  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) IS %L', target_schema, $c$Encrypts a value under a policy name, at policy_version or the latest version when NULL.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__encrypt_by_name(data, policy_name, policy_version, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
+   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
+  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text, integer) IS %L', target_schema, $c$Same as svc_encrypt_by_name: encrypts under a policy name, at policy_version or the latest when NULL.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__decrypt(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
+   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
+  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text) IS %L', target_schema, $c$Decrypts a ciphertext (hub:<policy>:...) through the engine; NULL in, NULL out.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__encrypt_array(data, policy_code, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
+   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
+  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text[], text) IS %L', target_schema, $c$Encrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__decrypt_array(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
+   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
+  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text[]) IS %L', target_schema, $c$Decrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_rewrap(data text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__rewrap(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
+   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
+  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text) IS %L', target_schema, $c$Re-encrypts a ciphertext under the newest active key version of its own policy's key, inside the engine; unchanged when already there. NULL in, NULL out.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_rewrap(data text[]) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__rewrap_array(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
+   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
+  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text[]) IS %L', target_schema, $c$svc_rewrap for a one-dimensional array, in batch requests of svc.batch_size; order and NULL elements kept.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_equality_terms(data text, policy_code text) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__equality_terms(data, policy_code, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
+   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
+  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_equality_terms(text, text) IS %L', target_schema, $c$The ciphertexts of a value under every key version of a deterministic policy that can still decrypt, newest first: WHERE col = ANY ((SELECT svc_equality_terms(v, p))::text[]).$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_health() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__health((SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
+   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
+  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_health() IS %L', target_schema, $c$The engine's GET /api/health answer; raises SV002 when the engine cannot be reached.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_engine_info() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$SELECT %1$I.svc__engine_info((SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+    pg_catalog.current_setting('svc.batch_size', true), (SELECT t.option_value FROM pg_catalog.pg_user_mappings m, pg_catalog.pg_options_to_table(m.umoptions) AS t
+        WHERE m.srvname = 'svc_engine' AND m.usename = CURRENT_USER AND t.option_name = 'tenant_id'), pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
+   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
+  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_engine_info() IS %L', target_schema, $c$The engine address and bridge settings in effect, the engine health and, when readable, its runtime info.$c$);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text, text) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text, text) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text, text, integer) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text, text, integer) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text[], text) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text[], text) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text[]) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_equality_terms(text, text) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_equality_terms(text, text) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_health() FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_health() TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_engine_info() FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_engine_info() TO svc_user', target_schema);
+  IF bridge = 'plv8' THEN
+    -- Whoever may call the http extension's functions can set curl options (a proxy) in a session that
+    -- then calls svc_encrypt, and so choose where the values go; the bridge calls them as the owner.
+    FOR ext_function IN
+      SELECT p.oid::regprocedure FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+        JOIN pg_catalog.pg_proc p ON p.oid = d.objid
+       WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass AND e.extname = 'http'
+         AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e'
+    LOOP
+      EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', ext_function);
+    END LOOP;
+  END IF;
+  END IF;
+END
+$svc_install$;
+
+DO $svc_install$
+DECLARE
+  target_schema text := current_schema();
+BEGIN
+  IF to_regprocedure(format('%I.svc_encrypt(text[], text)', target_schema)) IS NULL THEN
+    RAISE EXCEPTION 'svc bridge: install the bridge functions (0001-install-bridge.sql) in schema % first', target_schema
+      USING ERRCODE = 'SV003';
+  END IF;
+  EXECUTE format('CREATE OR REPLACE PROCEDURE %I.svc_encrypt_column(tbl regclass, col name, policy_code text, chunk_rows integer DEFAULT 10000, key_column name DEFAULT NULL) LANGUAGE plpgsql AS %L', target_schema,
+    replace($p$
+DECLARE
+  key_col name := key_column;
+  key_type text;
+  chunk_sql text;
+  last_key text;
+  rows_in_chunk bigint;
+  done bigint := 0;
+  started timestamptz := clock_timestamp();
+  seconds float8;
+BEGIN
+  IF chunk_rows IS NULL OR chunk_rows < 1 THEN
+    RAISE EXCEPTION 'svc_encrypt_column: chunk_rows must be a positive integer' USING ERRCODE = '22023';
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+                  WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped AND t.typcategory = 'S') THEN
+    RAISE EXCEPTION 'svc_encrypt_column: % has no text column %', tbl, col USING ERRCODE = '42703';
+  END IF;
+  IF key_col IS NULL THEN
+    SELECT a.attname INTO key_col
+      FROM pg_catalog.pg_index i JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+     WHERE i.indrelid = tbl AND i.indisprimary AND i.indnkeyatts = 1;
+    IF key_col IS NULL THEN
+      RAISE EXCEPTION 'svc_encrypt_column: % has no single-column primary key', tbl
+        USING ERRCODE = '22023', HINT = 'Pass key_column => a unique, not-null column to walk the table by.';
+    END IF;
+  END IF;
+  SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) INTO key_type
+    FROM pg_catalog.pg_attribute a WHERE a.attrelid = tbl AND a.attname = key_col AND a.attnum > 0 AND NOT a.attisdropped;
+  IF key_type IS NULL THEN
+    RAISE EXCEPTION 'svc_encrypt_column: % has no column %', tbl, key_col USING ERRCODE = '42703';
+  END IF;
+  -- One chunk: lock the next rows (in key order) that still need work, send their values in one array
+  -- call, write the results back, and report how many rows and the last key seen.
+  chunk_sql := format($q$
+    WITH chunk AS MATERIALIZED (
+      SELECT %3$I AS k, %2$I AS v FROM %1$s
+       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND NOT (%2$I ~ '^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$' AND pg_catalog.length(pg_catalog.split_part(%2$I, ':', 2)) <= 128)
+       ORDER BY %3$I LIMIT $2 FOR UPDATE
+    ), agg AS (
+      SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v::text ORDER BY k) AS vs FROM chunk
+    ), res AS (
+      SELECT u.k, u.v FROM agg, LATERAL ROWS FROM (pg_catalog.unnest(agg.ks), pg_catalog.unnest(@SCHEMA@.svc_encrypt(agg.vs, $3))) AS u(k, v)
+    ), upd AS (
+      UPDATE %1$s t SET %2$I = res.v FROM res WHERE t.%3$I = res.k RETURNING 1
+    )
+    SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k::text FROM chunk ORDER BY k DESC LIMIT 1)$q$, tbl, col, key_col, key_type);
+  LOOP
+    EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows, policy_code;
+    EXIT WHEN rows_in_chunk = 0;
+    COMMIT;
+    done := done + rows_in_chunk;
+    seconds := greatest(extract(epoch FROM clock_timestamp() - started)::float8, 0.000001);
+    RAISE NOTICE 'svc_encrypt_column: % rows done, % rows/s', done, round(done / seconds);
+  END LOOP;
+  RAISE NOTICE 'svc_encrypt_column: finished, % rows in % s', done, round(extract(epoch FROM clock_timestamp() - started)::numeric, 3);
+END
+$p$, '@SCHEMA@', quote_ident(target_schema)));
+  EXECUTE format('COMMENT ON PROCEDURE %I.svc_encrypt_column(regclass, name, text, integer, name) IS %L', target_schema, $c$Encrypts a text column in place in chunks, committing each; skips values already in ciphertext shape, so it resumes after an interruption.$c$);
+  EXECUTE format('CREATE OR REPLACE PROCEDURE %I.svc_decrypt_column(tbl regclass, col name, chunk_rows integer DEFAULT 10000, key_column name DEFAULT NULL) LANGUAGE plpgsql AS %L', target_schema,
+    replace($p$
+DECLARE
+  key_col name := key_column;
+  key_type text;
+  chunk_sql text;
+  last_key text;
+  rows_in_chunk bigint;
+  done bigint := 0;
+  started timestamptz := clock_timestamp();
+  seconds float8;
+BEGIN
+  IF chunk_rows IS NULL OR chunk_rows < 1 THEN
+    RAISE EXCEPTION 'svc_decrypt_column: chunk_rows must be a positive integer' USING ERRCODE = '22023';
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+                  WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped AND t.typcategory = 'S') THEN
+    RAISE EXCEPTION 'svc_decrypt_column: % has no text column %', tbl, col USING ERRCODE = '42703';
+  END IF;
+  IF key_col IS NULL THEN
+    SELECT a.attname INTO key_col
+      FROM pg_catalog.pg_index i JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+     WHERE i.indrelid = tbl AND i.indisprimary AND i.indnkeyatts = 1;
+    IF key_col IS NULL THEN
+      RAISE EXCEPTION 'svc_decrypt_column: % has no single-column primary key', tbl
+        USING ERRCODE = '22023', HINT = 'Pass key_column => a unique, not-null column to walk the table by.';
+    END IF;
+  END IF;
+  SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) INTO key_type
+    FROM pg_catalog.pg_attribute a WHERE a.attrelid = tbl AND a.attname = key_col AND a.attnum > 0 AND NOT a.attisdropped;
+  IF key_type IS NULL THEN
+    RAISE EXCEPTION 'svc_decrypt_column: % has no column %', tbl, key_col USING ERRCODE = '42703';
+  END IF;
+  -- One chunk: lock the next rows (in key order) that still need work, send their values in one array
+  -- call, write the results back, and report how many rows and the last key seen.
+  chunk_sql := format($q$
+    WITH chunk AS MATERIALIZED (
+      SELECT %3$I AS k, %2$I AS v FROM %1$s
+       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND (%2$I ~ '^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$' AND pg_catalog.length(pg_catalog.split_part(%2$I, ':', 2)) <= 128)
+       ORDER BY %3$I LIMIT $2 FOR UPDATE
+    ), agg AS (
+      SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v::text ORDER BY k) AS vs FROM chunk
+    ), res AS (
+      SELECT u.k, u.v FROM agg, LATERAL ROWS FROM (pg_catalog.unnest(agg.ks), pg_catalog.unnest(@SCHEMA@.svc_decrypt(agg.vs))) AS u(k, v)
+    ), upd AS (
+      UPDATE %1$s t SET %2$I = res.v FROM res WHERE t.%3$I = res.k RETURNING 1
+    )
+    SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k::text FROM chunk ORDER BY k DESC LIMIT 1)$q$, tbl, col, key_col, key_type);
+  LOOP
+    EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows;
+    EXIT WHEN rows_in_chunk = 0;
+    COMMIT;
+    done := done + rows_in_chunk;
+    seconds := greatest(extract(epoch FROM clock_timestamp() - started)::float8, 0.000001);
+    RAISE NOTICE 'svc_decrypt_column: % rows done, % rows/s', done, round(done / seconds);
+  END LOOP;
+  RAISE NOTICE 'svc_decrypt_column: finished, % rows in % s', done, round(extract(epoch FROM clock_timestamp() - started)::numeric, 3);
+END
+$p$, '@SCHEMA@', quote_ident(target_schema)));
+  EXECUTE format('COMMENT ON PROCEDURE %I.svc_decrypt_column(regclass, name, integer, name) IS %L', target_schema, $c$Decrypts a text column in place in chunks, committing each; skips values not in ciphertext shape, so it resumes after an interruption.$c$);
+  EXECUTE format('REVOKE ALL ON PROCEDURE %I.svc_encrypt_column(regclass, name, text, integer, name) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON PROCEDURE %I.svc_encrypt_column(regclass, name, text, integer, name) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON PROCEDURE %I.svc_decrypt_column(regclass, name, integer, name) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON PROCEDURE %I.svc_decrypt_column(regclass, name, integer, name) TO svc_user', target_schema);
+END
+$svc_install$;
+
+DO $svc_install$
+DECLARE
+  target_schema text := current_schema();
+BEGIN
+  IF to_regprocedure(format('%I.svc_rewrap(text[])', target_schema)) IS NULL THEN
+    RAISE EXCEPTION 'svc bridge: install the bridge functions (0001-install-bridge.sql) in schema % first', target_schema
+      USING ERRCODE = 'SV003';
+  END IF;
+  -- Neither SET search_path nor STRICT: either keeps this one-expression function from being inlined
+  -- (NULL in still gives NULL out); every name is qualified.
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_key_version(data text) RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
+    target_schema, $f$
+  SELECT CASE WHEN data ~ '^hub:[A-Za-z0-9_.-]+:AQ[A-Za-z0-9_-]{6}' THEN
+    nullif(greatest(('x' || pg_catalog.substr(pg_catalog.encode(pg_catalog.decode(pg_catalog.translate(
+      pg_catalog.substr(pg_catalog.split_part(data, ':', 3), 1, 8), '-_', '+/'), 'base64'), 'hex'), 5, 8))::pg_catalog.bit(32)::integer, -1), -1)
+  END$f$);
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_key_version(text) IS %L', target_schema, $c$The key version recorded in a ciphertext's header, read without the engine; NULL when the value is not a ciphertext.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_key_versions(tbl regclass, col name)
+      RETURNS TABLE (policy_code text, key_version integer, value_count bigint)
+      LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS %L', target_schema, replace($f$
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+                  WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped AND t.typcategory = 'S') THEN
+    RAISE EXCEPTION 'svc_key_versions: % has no text column %', tbl, col USING ERRCODE = '42703';
+  END IF;
+  RETURN QUERY EXECUTE pg_catalog.format(
+    'SELECT CASE WHEN (v ~ ''^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$'' AND pg_catalog.length(pg_catalog.split_part(v, '':'', 2)) <= 128) THEN pg_catalog.split_part(v, '':'', 2) END,
+            @SCHEMA@.svc_key_version(v), pg_catalog.count(*)
+       FROM (SELECT %2$I::text AS v FROM %1$s WHERE %2$I IS NOT NULL) AS s GROUP BY 1, 2 ORDER BY 1, 2',
+    tbl, col);
+END$f$, '@SCHEMA@', quote_ident(target_schema)));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_key_versions(regclass, name) IS %L', target_schema, $c$Counts a column's values per policy and key version (policy_code and key_version NULL: not a ciphertext), to see that no value of an old version remains before retiring it.$c$);
+  -- No SET search_path: a procedure with a SET clause cannot COMMIT; every name inside is qualified.
+  EXECUTE format('CREATE OR REPLACE PROCEDURE %I.svc_rewrap_column(tbl regclass, col name, chunk_rows integer DEFAULT 10000,
+      key_column name DEFAULT NULL, dry_run boolean DEFAULT false) LANGUAGE plpgsql AS %L', target_schema, replace($p$
+DECLARE
+  key_col name := key_column;
+  key_type text;
+  chunk_sql text;
+  last_key text;
+  examined bigint;
+  changed bigint;
+  learnt jsonb;
+  -- The newest key version per policy code, learnt from what rewrap answers: values already there are
+  -- skipped without a round trip, so a second run only reads the table.
+  newest jsonb := '{}';
+  done bigint := 0;
+  rewritten bigint := 0;
+  started timestamptz := clock_timestamp();
+  seconds float8;
+  counted record;
+BEGIN
+  IF chunk_rows IS NULL OR chunk_rows < 1 THEN
+    RAISE EXCEPTION 'svc_rewrap_column: chunk_rows must be a positive integer' USING ERRCODE = '22023';
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+                  WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped AND t.typcategory = 'S') THEN
+    RAISE EXCEPTION 'svc_rewrap_column: % has no text column %', tbl, col USING ERRCODE = '42703';
+  END IF;
+  IF key_col IS NULL THEN
+    SELECT a.attname INTO key_col
+      FROM pg_catalog.pg_index i JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+     WHERE i.indrelid = tbl AND i.indisprimary AND i.indnkeyatts = 1;
+    IF key_col IS NULL THEN
+      RAISE EXCEPTION 'svc_rewrap_column: % has no single-column primary key', tbl
+        USING ERRCODE = '22023', HINT = 'Pass key_column => a unique, not-null column to walk the table by.';
+    END IF;
+  END IF;
+  SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) INTO key_type
+    FROM pg_catalog.pg_attribute a WHERE a.attrelid = tbl AND a.attname = key_col AND a.attnum > 0 AND NOT a.attisdropped;
+  IF key_type IS NULL THEN
+    RAISE EXCEPTION 'svc_rewrap_column: % has no column %', tbl, key_col USING ERRCODE = '42703';
+  END IF;
+  IF dry_run THEN
+    FOR counted IN SELECT * FROM @SCHEMA@.svc_key_versions(tbl, col) LOOP
+      RAISE NOTICE 'svc_rewrap_column (dry run): policy %, key version %: % values', coalesce(counted.policy_code, '(not a ciphertext)'),
+        coalesce(counted.key_version::text, '-'), counted.value_count;
+    END LOOP;
+    RETURN;
+  END IF;
+  -- One chunk: lock the next ciphertexts (in key order) not known to be at their policy's newest
+  -- version, rewrap them in one array call, write back only the values that changed, and report the
+  -- rows examined, the rows changed, the last key and the versions the engine answered with.
+  chunk_sql := format($q$
+    WITH chunk AS MATERIALIZED (
+      SELECT %3$I AS k, %2$I::text AS v FROM %1$s
+       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND (%2$I ~ '^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$' AND pg_catalog.length(pg_catalog.split_part(%2$I, ':', 2)) <= 128)
+         AND NOT coalesce(@SCHEMA@.svc_key_version(%2$I) >= ($3::jsonb ->> pg_catalog.split_part(%2$I, ':', 2))::integer, false)
+       ORDER BY %3$I LIMIT $2 FOR UPDATE
+    ), agg AS (
+      SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v ORDER BY k) AS vs FROM chunk
+    ), res AS (
+      SELECT u.k, u.v FROM agg, LATERAL ROWS FROM (pg_catalog.unnest(agg.ks), pg_catalog.unnest(@SCHEMA@.svc_rewrap(agg.vs))) AS u(k, v)
+    ), upd AS (
+      UPDATE %1$s t SET %2$I = res.v FROM res JOIN chunk ON chunk.k = res.k
+       WHERE t.%3$I = res.k AND res.v IS DISTINCT FROM chunk.v RETURNING 1
+    )
+    SELECT (SELECT pg_catalog.count(*) FROM chunk), (SELECT pg_catalog.count(*) FROM upd),
+           (SELECT k::text FROM chunk ORDER BY k DESC LIMIT 1),
+           (SELECT pg_catalog.jsonb_object_agg(p, m) FROM (
+              SELECT pg_catalog.split_part(v, ':', 2) AS p, pg_catalog.max(@SCHEMA@.svc_key_version(v)) AS m FROM res GROUP BY 1) AS x)$q$, tbl, col, key_col, key_type);
+  LOOP
+    EXECUTE chunk_sql INTO examined, changed, last_key, learnt USING last_key, chunk_rows, newest;
+    EXIT WHEN examined = 0;
+    COMMIT;
+    newest := newest || coalesce(learnt, '{}');
+    done := done + examined;
+    rewritten := rewritten + changed;
+    seconds := greatest(extract(epoch FROM clock_timestamp() - started)::float8, 0.000001);
+    RAISE NOTICE 'svc_rewrap_column: % values examined, % rewrapped, % values/s', done, rewritten, round(done / seconds);
+  END LOOP;
+  RAISE NOTICE 'svc_rewrap_column: finished, % values rewrapped of % examined in % s', rewritten, done,
+    round(extract(epoch FROM clock_timestamp() - started)::numeric, 3);
+END
+$p$, '@SCHEMA@', quote_ident(target_schema)));
+  EXECUTE format('COMMENT ON PROCEDURE %I.svc_rewrap_column(regclass, name, integer, name, boolean) IS %L', target_schema, $c$Rewraps a column in place to the newest key version of each value's policy, in chunks, committing each; skips values already there, so a second run is cheap and an interrupted one resumes. dry_run only counts values per key version.$c$);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_key_version(text) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_key_version(text) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_key_versions(regclass, name) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_key_versions(regclass, name) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON PROCEDURE %I.svc_rewrap_column(regclass, name, integer, name, boolean) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON PROCEDURE %I.svc_rewrap_column(regclass, name, integer, name, boolean) TO svc_user', target_schema);
+END
+$svc_install$;
