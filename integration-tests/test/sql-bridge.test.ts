@@ -408,11 +408,12 @@ describe('roles, sessions and parallel plans', () => {
     }
   });
 
-  it('runs in the workers of a parallel query', async () => {
+  it('keeps a query the planner would parallelize in one process (the bridge is PARALLEL UNSAFE), and answers it', async () => {
     await sql(`DROP TABLE IF EXISTS wide;
       CREATE TABLE wide (id int, v text) WITH (parallel_workers = 2);
       INSERT INTO wide SELECT g, 'w' || g FROM generate_series(1, 400) g; ANALYZE wide;`);
-    // The filter runs in the parallel scan, and with the leader not participating, only in the workers.
+    // Everything pushes towards a parallel scan; a parallel plan would put the leader in parallel mode,
+    // where the bridge's interrupt check (a subtransaction) fails. sql-parallel.test.ts covers each bridge.
     const query = `SELECT count(*)::int AS n FROM wide WHERE svc_decrypt(svc_encrypt(v, '${POLICIES.random}')) = v`;
     const result = await withClient(url, async (c) => {
       await c.query(`SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
@@ -421,8 +422,7 @@ describe('roles, sessions and parallel plans', () => {
       const rows = (await c.query(query)).rows[0];
       return { plan: JSON.stringify(plan), rows };
     });
-    expect(result.plan).toContain('"Workers Launched":2');
-    expect(result.plan).toMatch(/"Node Type":"Seq Scan","Parent Relationship":"Outer","Parallel Aware":true/);
+    expect(result.plan).not.toContain('Gather');
     expect(result.rows).toEqual({ n: 400 });
   });
 });
