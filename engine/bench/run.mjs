@@ -82,7 +82,7 @@ const REPORT = [
   [F.core, 'items/s', F.raw, 0.8],
   [F.coreLarge, 'items/s', F.rawLarge, 0.8],
   [F.bare, 'req/s'],
-  [F.single, 'req/s', F.bare, 0.6],
+  [F.single, 'req/s', F.bare, 0.8],
   [F.json, 'items/s', F.core, 0.7],
   [F.frame, 'items/s', F.core, 0.85],
   [F.ndjson, 'items/s', F.core],
