@@ -428,12 +428,12 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_array(text, text, text[])', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:5b1ec5f4eda0')
+  py_prelude := replace($py$b = GD.get('svc_bridge:52880aaf5a72')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:5b1ec5f4eda0'] = m.Bridge(plpy)
+    b = GD['svc_bridge:52880aaf5a72'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into binary-frame
 # requests to the engine's batch endpoints (docs/binary-frame.md). It is loaded once per backend (the
@@ -672,33 +672,35 @@ class Bridge:
                       hint=ENGINE_CHECK_HINT)
 
     def read_results(self, s, op, raw, count, offset, total):
-        magic, version, operation, _, n, _, failed, _ = RESULT_HEADER.unpack_from(raw, 0)
+        magic, version, operation, _, n, _, _, _ = RESULT_HEADER.unpack_from(raw, 0)
         if magic != MAGIC or version != FRAME_VERSION or operation != FRAME_OPS[op] | 0x80 or n != count:
             raise ValueError('not the expected result frame')
         out = []
+        append = out.append
+        item = RESULT_ITEM.unpack_from
+        length = U32.unpack_from
+        size = len(raw)
         o = RESULT_HEADER.size
         for index in range(count):
-            code, _, p = RESULT_ITEM.unpack_from(raw, o)
-            o += RESULT_ITEM.size + p
-            d, = U32.unpack_from(raw, o)
+            code, _, p = item(raw, o)
+            o += 6 + p
+            d, = length(raw, o)
             o += 4
-            if o + d > len(raw):
+            if o + d > size:
                 raise ValueError('item runs past the end')
-            text = None
             if code == ITEM_SUCCESS:
                 try:
-                    text = raw[o:o + d].decode('utf-8')
+                    append(raw[o:o + d].decode('utf-8'))
+                    o += d
+                    continue
                 except UnicodeDecodeError:
                     # Plaintext another client encrypted as raw bytes: a text result cannot carry it.
                     message = 'decrypted data is not valid UTF-8'
             else:
                 message = raw[o:o + d].decode('utf-8', 'replace') or 'item failed'
-            o += d
-            if text is None:
-                detail = 'item %d of %d' % (offset + index + 1, total) if total > 1 else None
-                self.fail(ITEM_FAILED, 'svc_%s: %s' % (op, message), detail=detail)
-            out.append(text)
-        if o != len(raw):
+            detail = 'item %d of %d' % (offset + index + 1, total) if total > 1 else None
+            self.fail(ITEM_FAILED, 'svc_%s: %s' % (op, message), detail=detail)
+        if o != size:
             raise ValueError('trailing bytes')
         return out
 

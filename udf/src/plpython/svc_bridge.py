@@ -235,33 +235,35 @@ class Bridge:
                       hint=ENGINE_CHECK_HINT)
 
     def read_results(self, s, op, raw, count, offset, total):
-        magic, version, operation, _, n, _, failed, _ = RESULT_HEADER.unpack_from(raw, 0)
+        magic, version, operation, _, n, _, _, _ = RESULT_HEADER.unpack_from(raw, 0)
         if magic != MAGIC or version != FRAME_VERSION or operation != FRAME_OPS[op] | 0x80 or n != count:
             raise ValueError('not the expected result frame')
         out = []
+        append = out.append
+        item = RESULT_ITEM.unpack_from
+        length = U32.unpack_from
+        size = len(raw)
         o = RESULT_HEADER.size
         for index in range(count):
-            code, _, p = RESULT_ITEM.unpack_from(raw, o)
-            o += RESULT_ITEM.size + p
-            d, = U32.unpack_from(raw, o)
+            code, _, p = item(raw, o)
+            o += 6 + p
+            d, = length(raw, o)
             o += 4
-            if o + d > len(raw):
+            if o + d > size:
                 raise ValueError('item runs past the end')
-            text = None
             if code == ITEM_SUCCESS:
                 try:
-                    text = raw[o:o + d].decode('utf-8')
+                    append(raw[o:o + d].decode('utf-8'))
+                    o += d
+                    continue
                 except UnicodeDecodeError:
                     # Plaintext another client encrypted as raw bytes: a text result cannot carry it.
                     message = 'decrypted data is not valid UTF-8'
             else:
                 message = raw[o:o + d].decode('utf-8', 'replace') or 'item failed'
-            o += d
-            if text is None:
-                detail = 'item %d of %d' % (offset + index + 1, total) if total > 1 else None
-                self.fail(ITEM_FAILED, 'svc_%s: %s' % (op, message), detail=detail)
-            out.append(text)
-        if o != len(raw):
+            detail = 'item %d of %d' % (offset + index + 1, total) if total > 1 else None
+            self.fail(ITEM_FAILED, 'svc_%s: %s' % (op, message), detail=detail)
+        if o != size:
             raise ValueError('trailing bytes')
         return out
 
