@@ -325,28 +325,27 @@ class Bridge:
             if len(buf) > MAX_HEADER_BYTES:
                 self.fail(UNAVAILABLE, 'engine at %s answered with more than %d bytes of HTTP headers' % (s.url, MAX_HEADER_BYTES), hint=ENGINE_CHECK_HINT)
             buf += self.receive(sock, deadline, 65536)
-        lines = buf[:end].decode('latin-1').split('\r\n')
-        version, _, rest = lines[0].partition(' ')
+        # Header names are case-insensitive: the block is lower-cased once and searched for the three that matter.
+        head = buf[:end].lower() + b'\r\n'
+        first = head.find(b'\r\n')
+        version, _, rest = head[:first].partition(b' ')
         code = rest[:3]
-        if not version.startswith('HTTP/1.') or not code.isdigit():
+        if not version.startswith(b'http/1.') or not code.isdigit():
             self.fail(UNAVAILABLE, 'engine at %s answered something that is not HTTP/1.1' % s.url, hint=ENGINE_CHECK_HINT)
         status = int(code)
+        value = header(head, b'transfer-encoding')
+        if value is not None and value != b'identity':
+            self.fail(UNAVAILABLE, 'engine at %s answered with Transfer-Encoding: %s; the bridge reads only answers with a Content-Length'
+                      % (s.url, value.decode('latin-1')), hint=ENGINE_CHECK_HINT)
+        value = header(head, b'content-length')
         length = None
-        close = version == 'HTTP/1.0'
-        for line in lines[1:]:
-            name, _, value = line.partition(':')
-            name = name.strip().lower()
-            if name == 'content-length':
-                value = value.strip()
-                if not value.isdigit() or length is not None and length != int(value):
-                    self.fail(UNAVAILABLE, 'engine at %s answered an invalid Content-Length' % s.url, hint=ENGINE_CHECK_HINT)
-                length = int(value)
-            elif name == 'transfer-encoding' and value.strip().lower() != 'identity':
-                self.fail(UNAVAILABLE, 'engine at %s answered with Transfer-Encoding: %s; the bridge reads only answers with a Content-Length'
-                          % (s.url, value.strip()), hint=ENGINE_CHECK_HINT)
-            elif name == 'connection':
-                tokens = [t.strip().lower() for t in value.split(',')]
-                close = 'close' in tokens or close and 'keep-alive' not in tokens
+        if value is not None:
+            if not value.isdigit() or head.count(b'\r\ncontent-length:') > 1:
+                self.fail(UNAVAILABLE, 'engine at %s answered an invalid Content-Length' % s.url, hint=ENGINE_CHECK_HINT)
+            length = int(value)
+        value = header(head, b'connection')
+        tokens = [t.strip() for t in value.split(b',')] if value is not None else []
+        close = b'close' in tokens or version == b'http/1.0' and b'keep-alive' not in tokens
         if length is None:
             if status in (204, 304) or 100 <= status < 200:
                 length = 0
@@ -448,6 +447,15 @@ def in_parallel_worker():
             return b'parallel worker for PID' in f.read()
     except OSError:
         return False
+
+
+def header(head, name):
+    """The stripped value of header `name` in a lower-cased header block ending in CRLF, or None."""
+    start = head.find(b'\r\n' + name + b':')
+    if start < 0:
+        return None
+    start += len(name) + 3
+    return head[start:head.find(b'\r\n', start)].strip()
 
 
 def describe(error):
