@@ -416,12 +416,12 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_array(text, text, text[])', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:1fa8ca53a25a')
+  py_prelude := replace($py$b = GD.get('svc_bridge:fe9432d13f50')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:1fa8ca53a25a'] = m.Bridge(plpy)
+    b = GD['svc_bridge:fe9432d13f50'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into binary-frame
 # requests to the engine's batch endpoints (docs/binary-frame.md). It is loaded once per backend (the
@@ -454,7 +454,8 @@ DEFAULT_BATCH_SIZE = 1000
 MAX_BATCH_SIZE = 10000
 # Bytes of data per request: large values go in smaller requests so bodies stay well under the engine's limit.
 MAX_REQUEST_DATA_BYTES = 2 * 1024 * 1024
-# The largest answer read: a full batch of the largest values fits; anything bigger is not the engine talking.
+# The largest answer read: requests carry at most 2 MiB of data (or one value up to the engine's limit), so
+# their answers are far smaller; a bigger Content-Length is not the engine answering this bridge.
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024
 # While waiting for an answer, wake up this often to let PostgreSQL process a cancel or statement_timeout.

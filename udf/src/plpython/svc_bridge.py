@@ -29,7 +29,8 @@ DEFAULT_BATCH_SIZE = 1000
 MAX_BATCH_SIZE = 10000
 # Bytes of data per request: large values go in smaller requests so bodies stay well under the engine's limit.
 MAX_REQUEST_DATA_BYTES = 2 * 1024 * 1024
-# The largest answer read: a full batch of the largest values fits; anything bigger is not the engine talking.
+# The largest answer read: requests carry at most 2 MiB of data (or one value up to the engine's limit), so
+# their answers are far smaller; a bigger Content-Length is not the engine answering this bridge.
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024
 # While waiting for an answer, wake up this often to let PostgreSQL process a cancel or statement_timeout.
