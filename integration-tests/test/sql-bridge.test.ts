@@ -1,7 +1,9 @@
 // End to end through PL/Python: a real PostgreSQL with the committed migrations applied, the engine
 // started as a real process with known keys, and SQL as users write it.
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { BINARY_FRAME_TYPE, decodeResponseFrame, encodeRequestFrame } from '../../engine/src/http/codecs/binary-frame.js';
 import { type RunningEngine, startEngine } from '../src/engine-process.js';
 import { type FaultProxy, startFaultProxy } from '../src/fault-proxy.js';
 import { createDatabase, dropDatabase, withClient } from '../src/postgres-harness.js';
@@ -357,6 +359,99 @@ describe('engine faults', () => {
     } finally {
       proxy.mode = 'forward';
     }
+  });
+});
+
+describe('the HTTP exchange', () => {
+  /** A server that answers every request with the given raw HTTP response, then keeps the connection open. */
+  async function rawServer(answer: string): Promise<{ url: string; close(): Promise<void> }> {
+    const sockets = new Set<Socket>();
+    const server = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.on('error', () => undefined);
+      socket.once('data', () => socket.write(answer));
+    });
+    await new Promise<void>((done) => server.listen(0, '127.0.0.1', () => done()));
+    const { port } = server.address() as AddressInfo;
+    return {
+      url: `http://127.0.0.1:${port}`,
+      close: () =>
+        new Promise<void>((done) => {
+          for (const socket of sockets) socket.destroy();
+          server.close(() => done());
+        }),
+    };
+  }
+
+  async function answerError(answer: string): Promise<{ code?: string; message: string }> {
+    const server = await rawServer(answer);
+    try {
+      return await sqlError(async (c) => {
+        await c.query(`SET svc.engine_url = '${server.url}'`);
+        await c.query("SELECT svc_encrypt('x', 'PII_EMAIL')");
+      });
+    } finally {
+      await server.close();
+    }
+  }
+
+  it('refuses a chunked answer, an answer without a length and one over the size limit with SV002', async () => {
+    const chunked = await answerError('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n');
+    expect(chunked.code).toBe('SV002');
+    expect(chunked.message).toContain('Transfer-Encoding: chunked');
+    const unsized = await answerError('HTTP/1.1 200 OK\r\nContent-Type: application/x-svc-binary-frame\r\n\r\n');
+    expect(unsized.code).toBe('SV002');
+    expect(unsized.message).toContain('without a Content-Length');
+    const huge = await answerError('HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\n');
+    expect(huge.code).toBe('SV002');
+    expect(huge.message).toContain('more than the 67108864 the bridge accepts');
+    const garbage = await answerError('HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nSVCF');
+    expect(garbage.code).toBe('SV002');
+    expect(garbage.message).toContain('not a result frame');
+  });
+
+  it('reuses the parsed settings until one changes, then follows the change', async () => {
+    const error = await withClient(url, async (c) => {
+      await c.query("SELECT svc_encrypt('a', 'PII_EMAIL')");
+      await c.query("SET svc.timeout_ms = '0'");
+      try {
+        await c.query("SELECT svc_encrypt('a', 'PII_EMAIL')");
+      } catch (e) {
+        return e as pg.DatabaseError;
+      }
+      throw new Error('expected failure');
+    });
+    expect(error.code).toBe('SV003');
+    expect(error.message).toContain('svc.timeout_ms');
+  });
+
+  it('refuses a policy version below 1 as the engine would', async () => {
+    const error = await sqlError((c) => c.query('SELECT svc_encrypt_by_name($1, $2, 0)', ['x', POLICY_NAME]));
+    expect(error.code).toBe('SV001');
+    expect(error.message).toContain('policyVersion must be a positive integer');
+  });
+
+  it('a decrypted value that is not UTF-8 text raises SV001 naming the item', async () => {
+    const frame = encodeRequestFrame('encrypt', [{ policyCode: POLICIES.random, data: Buffer.from([0xff, 0x00]) }]);
+    const answer = await fetch(`${engine.url}/api/encrypt/batch`, {
+      method: 'POST',
+      headers: { 'content-type': BINARY_FRAME_TYPE },
+      body: frame,
+    });
+    const [item] = decodeResponseFrame(Buffer.from(await answer.arrayBuffer())).items;
+    const ciphertext = item?.data.toString('latin1');
+    const error = await withClient(url, async (c) => {
+      try {
+        await c.query('SELECT svc_decrypt($1::text[])', [[ciphertext, null, ciphertext]]);
+      } catch (e) {
+        return e as pg.DatabaseError;
+      }
+      throw new Error('expected failure');
+    });
+    expect(error.code).toBe('SV001');
+    expect(error.message).toContain('svc_decrypt: decrypted data is not valid UTF-8');
+    expect(error.detail).toBe('item 1 of 2');
   });
 });
 

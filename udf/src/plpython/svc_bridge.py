@@ -1,16 +1,22 @@
-# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into requests to the
-# engine's JSON batch endpoints. It is loaded once per backend (the generated SQL executes this source
-# and keeps the Bridge in GD), keeps one keep-alive HTTP connection per backend, reopens it once when a
-# reused connection turns out to be broken, and reports every failure as an SQL error with a documented
-# SQLSTATE (docs/sql.md). It never puts data values into messages.
+# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into binary-frame
+# requests to the engine's batch endpoints (docs/binary-frame.md). It is loaded once per backend (the
+# generated SQL executes this source and keeps the Bridge in GD), keeps one keep-alive HTTP connection per
+# backend, reopens it once when a reused connection turns out to be broken, and reports every failure as an
+# SQL error with a documented SQLSTATE (docs/sql.md). It never puts data values into messages.
+#
+# The per-row path is kept lean because it runs once per row: the settings are parsed once per backend and
+# reused while unchanged (config), and the HTTP exchange is a few bytes written and read on a raw socket
+# (no http.client, no header parsing beyond Content-Length and Connection), with no JSON either way.
 #
 # The engine address (the options of the foreign server svc_engine, the DBA's) and the svc.* settings
 # arrive as an argument (`cfg`, read by the SECURITY DEFINER SQL wrapper) rather than through plpy.execute,
 # because PL/Python runs every plpy.execute in a subtransaction and parallel workers cannot start one; for
 # the same reason only a non-worker backend polls for interrupts.
-import http.client
 import json
 import select
+import socket
+import ssl
+import struct
 import time
 from urllib.parse import urlsplit
 
@@ -28,10 +34,28 @@ DEFAULT_TIMEOUT_MS = 5000
 MAX_TIMEOUT_MS = 3600000
 DEFAULT_BATCH_SIZE = 1000
 MAX_BATCH_SIZE = 10000
-# Characters of data per request: large values go in smaller requests so bodies stay well under the engine's limit.
-MAX_REQUEST_DATA_CHARS = 2 * 1024 * 1024
+# Bytes of data per request: large values go in smaller requests so bodies stay well under the engine's limit.
+MAX_REQUEST_DATA_BYTES = 2 * 1024 * 1024
+# The largest answer read: requests carry at most 2 MiB of data (or one value up to the engine's limit), so
+# their answers are far smaller; a bigger Content-Length is not the engine answering this bridge.
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+MAX_HEADER_BYTES = 64 * 1024
 # While waiting for an answer, wake up this often to let PostgreSQL process a cancel or statement_timeout.
 INTERRUPT_SLICE_S = 0.05
+
+# The binary frame, version 1 (docs/binary-frame.md); integers big-endian.
+MAGIC = b'SVCF'
+FRAME_VERSION = 1
+FRAME_OPS = {'encrypt': 0x01, 'decrypt': 0x02, 'rewrap': 0x03}  # a result frame's operation is this | 0x80
+FRAME_HEADER = struct.Struct('>4sBBHI')  # magic, version, operation, reserved, item count
+RESULT_HEADER = struct.Struct('>4sBBHIIII')  # ... and totalSuccess, totalFailed, totalProcessingTime
+RESULT_ITEM = struct.Struct('>HHH')  # code, status, policy code length (then the code, data length, data)
+ENCRYPT_HEAD = struct.Struct('>BIH')  # policy kind, policy version, reference length (then the reference)
+U32 = struct.Struct('>I')
+POLICY_CODE = 0x01
+POLICY_NAME = 0x02
+ITEM_SUCCESS = 1000
+FRAME_REQUEST_HEADERS = 'Content-Type: application/x-svc-binary-frame\r\nContent-Length: %d\r\n'
 
 ENGINE_CHECK_HINT = 'Check the engine directly (GET <url of server svc_engine>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.'
 
@@ -53,8 +77,11 @@ class Bridge:
         # first use, and never in a parallel worker, where a worker's wait is bounded by svc.timeout_ms.
         self.tick_plan = None
         self.parallel_worker = in_parallel_worker()
-        self.conn = None
+        self.sock = None
         self.conn_key = None
+        self.tls = None
+        self.config_key = None
+        self.config_value = None
 
     # ---- settings -------------------------------------------------------------------------------
 
@@ -101,6 +128,14 @@ class Bridge:
         s.base_path = parts.path.rstrip('/')
         return s
 
+    def config(self, cfg):
+        """settings(cfg), parsed again only when a setting changed (cfg arrives on every call)."""
+        key = tuple(cfg) if cfg is not None else None
+        if self.config_value is None or key != self.config_key:
+            self.config_value = self.settings(cfg)
+            self.config_key = key
+        return self.config_value
+
     def integer(self, raw, name, default, maximum):
         if raw is None or raw.strip() == '':
             return default
@@ -115,31 +150,39 @@ class Bridge:
     # ---- the SQL functions -------------------------------------------------------------------------
 
     def encrypt(self, cfg, data, policy_code):
-        return self.run_one(cfg, 'encrypt', {'data': data, 'policyCode': policy_code})
+        return self.run_one(cfg, 'encrypt', data, self.policy_head(POLICY_CODE, policy_code, None))
 
     def encrypt_by_name(self, cfg, data, policy_name, policy_version):
-        item = {'data': data, 'policyName': policy_name}
-        if policy_version is not None:
-            item['policyVersion'] = policy_version
-        return self.run_one(cfg, 'encrypt', item)
+        return self.run_one(cfg, 'encrypt', data, self.policy_head(POLICY_NAME, policy_name, policy_version))
 
     def decrypt(self, cfg, data):
-        return self.run_one(cfg, 'decrypt', {'data': data})
+        return self.run_one(cfg, 'decrypt', data, b'')
 
     def encrypt_array(self, cfg, values, policy_code):
-        return self.run_array(cfg, 'encrypt', values, lambda v: {'data': v, 'policyCode': policy_code})
+        return self.run_array(cfg, 'encrypt', values, self.policy_head(POLICY_CODE, policy_code, None))
 
     def decrypt_array(self, cfg, values):
-        return self.run_array(cfg, 'decrypt', values, lambda v: {'data': v})
+        return self.run_array(cfg, 'decrypt', values, b'')
+
+    def policy_head(self, kind, reference, version):
+        """The fields before an encrypt item's data length, the same for every value of one call."""
+        ref = (reference or '').encode('utf-8')
+        # The frame says "no version" with 0 and has 16 bits of reference length; JSON let the engine refuse these.
+        if version is not None and not 1 <= version <= 0xFFFFFFFF:
+            self.fail(ITEM_FAILED, 'svc_encrypt: policyVersion must be a positive integer')
+        if len(ref) > 0xFFFF:
+            self.fail(ITEM_FAILED, 'svc_encrypt: the policy reference is longer than 65535 bytes')
+        return ENCRYPT_HEAD.pack(kind, version or 0, len(ref)) + ref
 
     def rewrap(self, cfg, data):
-        return self.run_one(cfg, 'rewrap', {'data': data})
+        # A rewrap item has a decrypt item's layout: the ciphertext alone (docs/binary-frame.md).
+        return self.run_one(cfg, 'rewrap', data, b'')
 
     def rewrap_array(self, cfg, values):
-        return self.run_array(cfg, 'rewrap', values, lambda v: {'data': v})
+        return self.run_array(cfg, 'rewrap', values, b'')
 
     def equality_terms(self, cfg, data, policy_code):
-        s = self.settings(cfg)
+        s = self.config(cfg)
         path = '/api/equality-terms'
         answer = self.post_json(s, 'equality_terms', path, {'data': data, 'policyCode': policy_code})
         terms = answer.get('terms')
@@ -148,14 +191,14 @@ class Bridge:
         return terms
 
     def health(self, cfg):
-        s = self.settings(cfg)
-        status, body = self.exchange(s, 'GET', '/api/health', None, {})
+        s = self.config(cfg)
+        status, body = self.exchange(s, 'GET', '/api/health', None, '')
         if status != 200:
             self.fail(UNAVAILABLE, 'engine at %s answered HTTP %d to GET /api/health' % (s.url, status), hint=ENGINE_CHECK_HINT)
         return body.decode('utf-8')
 
     def engine_info(self, cfg):
-        s = self.settings(cfg)
+        s = self.config(cfg)
         info = {
             'engineServer': SERVER,
             'engineUrl': s.url,
@@ -166,7 +209,7 @@ class Bridge:
             'health': json.loads(self.health(cfg)),
         }
         # The operations API may have its own listener (the server's ops_url); the tenant id is its credential.
-        headers = {'X-SVC-Tenant-Id': s.tenant_id} if s.tenant_id else {}
+        headers = 'X-SVC-Tenant-Id: %s\r\n' % s.tenant_id if s.tenant_id else ''
         status, body = self.exchange(s.ops, 'GET', '/engine/api/v1/runtime/info', None, headers)
         if status == 200:
             info['runtime'] = json.loads(body)
@@ -176,19 +219,23 @@ class Bridge:
         return json.dumps(info)
 
     # ---- batching ---------------------------------------------------------------------------------
+    # Every call, one row or an array, is a binary frame (docs/binary-frame.md): items are the UTF-8 bytes of
+    # the values behind `head` (the encrypt item's policy fields, empty for decrypt and rewrap), results are
+    # read with struct, and no JSON is built or parsed on the way.
 
-    def run_one(self, cfg, op, item):
-        s = self.settings(cfg)
-        return self.post_batch(s, op, [item], 0, 1)[0]
+    def run_one(self, cfg, op, value, head):
+        data = value.encode('utf-8')
+        return self.post_batch(self.config(cfg), op, head, [data], len(data), 0, 1)[0]
 
-    def run_array(self, cfg, op, values, make_item):
+    def run_array(self, cfg, op, values, head):
         if values is None:
             return None
         out = list(values)
         positions = [i for i, v in enumerate(out) if v is not None]
         if not positions:
             return out
-        s = self.settings(cfg)
+        s = self.config(cfg)
+        data = [out[i].encode('utf-8') for i in positions]
         total = len(positions)
         start = 0
         while start < total:
@@ -196,80 +243,127 @@ class Bridge:
             size = 0
             # A request closes at batch_size items or at the byte budget (one oversized value goes alone).
             while end < total and end - start < s.batch_size:
-                n = len(out[positions[end]])
-                if end > start and size + n > MAX_REQUEST_DATA_CHARS:
+                n = len(data[end])
+                if end > start and size + n > MAX_REQUEST_DATA_BYTES:
                     break
                 size += n
                 end += 1
-            chunk = positions[start:end]
-            results = self.post_batch(s, op, [make_item(out[i]) for i in chunk], start, total)
-            for i, value in zip(chunk, results):
+            results = self.post_batch(s, op, head, data[start:end], size, start, total)
+            for i, value in zip(positions[start:end], results):
                 out[i] = value
             start = end
         return out
 
-    def post_json(self, s, op, path, payload):
-        """POST a JSON body; the answer object of a 200, or the error the engine's refusal stands for."""
-        body = json.dumps(payload, ensure_ascii=False).encode('utf-8')
-        status, raw = self.exchange(s, 'POST', path, body, {'Content-Type': 'application/json'})
-        answer = self.parse(s, path, status, raw)
-        if status != 200:
-            message = answer.get('error') if isinstance(answer, dict) else None
-            # {"success": false, ...} bodies and 413 are the engine refusing the data; anything else is the engine's state.
-            if 400 <= status < 500 and (isinstance(answer, dict) and 'success' in answer or status == 413):
-                self.fail(ITEM_FAILED, 'svc_%s: %s' % (op, message or 'HTTP %d' % status))
-            self.fail(UNAVAILABLE, 'engine at %s answered HTTP %d to POST %s%s' % (s.url, status, path, ': ' + message if message else ''),
-                      hint=ENGINE_CHECK_HINT)
-        return answer if isinstance(answer, dict) else {}
-
-    def post_batch(self, s, op, items, offset, total):
+    def post_batch(self, s, op, head, data, size, offset, total):
+        """One frame of len(data) items of operation `op`; returns the result texts in order or fails."""
+        count = len(data)
+        parts = [FRAME_HEADER.pack(MAGIC, FRAME_VERSION, FRAME_OPS[op], 0, count)]
+        if count == 1:
+            parts += (head, U32.pack(len(data[0])), data[0])
+        else:
+            for d in data:
+                parts += (head, U32.pack(len(d)), d)
+        body = b''.join(parts)
         path = '/api/%s/batch' % op
-        answer = self.post_json(s, op, path, {'items': items})
-        results = answer.get('results')
-        if not isinstance(results, list) or len(results) != len(items):
-            self.fail(UNAVAILABLE, 'engine at %s answered POST %s without one result per item' % (s.url, path), hint=ENGINE_CHECK_HINT)
-        # Encrypt and rewrap answer a ciphertext, decrypt a plaintext.
-        field = 'decryptedData' if op == 'decrypt' else 'encryptedData'
+        status, raw = self.exchange(s, 'POST', path, body, FRAME_REQUEST_HEADERS % len(body))
+        self.check_status(s, op, path, status, raw)
+        try:
+            return self.read_results(s, op, raw, count, offset, total)
+        except (struct.error, ValueError, IndexError):
+            self.fail(UNAVAILABLE, 'engine at %s answered POST %s with a body that is not a result frame for %d items' % (s.url, path, count),
+                      hint=ENGINE_CHECK_HINT)
+
+    def post_json(self, s, op, path, payload):
+        """POST a JSON body (the calls without a frame form, such as equality terms); the answer object."""
+        body = json.dumps(payload, ensure_ascii=False).encode('utf-8')
+        status, raw = self.exchange(s, 'POST', path, body, 'Content-Type: application/json\r\nContent-Length: %d\r\n' % len(body))
+        self.check_status(s, op, path, status, raw)
+        answer = self.parse(raw)
+        if not isinstance(answer, dict):
+            self.fail(UNAVAILABLE, 'engine at %s answered POST %s with a body that is not JSON' % (s.url, path), hint=ENGINE_CHECK_HINT)
+        return answer
+
+    def check_status(self, s, op, path, status, raw):
+        """Anything but 200 as the SQL error it stands for."""
+        if status == 200:
+            return
+        answer = self.parse(raw)
+        message = answer.get('error') if isinstance(answer, dict) else None
+        # {"success": false, ...} bodies and 413 are the engine refusing the data; anything else is the engine's state.
+        if 400 <= status < 500 and (isinstance(answer, dict) and 'success' in answer or status == 413):
+            self.fail(ITEM_FAILED, 'svc_%s: %s' % (op, message or 'HTTP %d' % status))
+        self.fail(UNAVAILABLE, 'engine at %s answered HTTP %d to POST %s%s' % (s.url, status, path, ': ' + message if message else ''),
+                  hint=ENGINE_CHECK_HINT)
+
+    def read_results(self, s, op, raw, count, offset, total):
+        magic, version, operation, _, n, _, _, _ = RESULT_HEADER.unpack_from(raw, 0)
+        if magic != MAGIC or version != FRAME_VERSION or operation != FRAME_OPS[op] | 0x80 or n != count:
+            raise ValueError('not the expected result frame')
         out = []
-        for index, result in enumerate(results):
-            if not result.get('success'):
-                detail = 'item %d of %d' % (offset + index + 1, total) if total > 1 else None
-                self.fail(ITEM_FAILED, 'svc_%s: %s' % (op, result.get('message') or 'item failed'), detail=detail)
-            out.append(result.get(field))
+        append = out.append
+        item = RESULT_ITEM.unpack_from
+        length = U32.unpack_from
+        size = len(raw)
+        o = RESULT_HEADER.size
+        for index in range(count):
+            code, _, p = item(raw, o)
+            o += 6 + p
+            d, = length(raw, o)
+            o += 4
+            if o + d > size:
+                raise ValueError('item runs past the end')
+            if code == ITEM_SUCCESS:
+                try:
+                    append(raw[o:o + d].decode('utf-8'))
+                    o += d
+                    continue
+                except UnicodeDecodeError:
+                    # Plaintext another client encrypted as raw bytes: a text result cannot carry it.
+                    message = 'decrypted data is not valid UTF-8'
+            else:
+                message = raw[o:o + d].decode('utf-8', 'replace') or 'item failed'
+            detail = 'item %d of %d' % (offset + index + 1, total) if total > 1 else None
+            self.fail(ITEM_FAILED, 'svc_%s: %s' % (op, message), detail=detail)
+        if o != size:
+            raise ValueError('trailing bytes')
         return out
 
-    def parse(self, s, path, status, raw):
+    def parse(self, raw):
         try:
             return json.loads(raw)
         except ValueError:
-            if status == 200:
-                self.fail(UNAVAILABLE, 'engine at %s answered POST %s with a body that is not JSON' % (s.url, path), hint=ENGINE_CHECK_HINT)
             return None
 
     # ---- HTTP ---------------------------------------------------------------------------------------
+    # A minimal HTTP/1.1 client on the backend's socket: one request written in one sendall, the status line
+    # and headers read up to MAX_HEADER_BYTES, then exactly Content-Length body bytes. Only Content-Length,
+    # Connection and Transfer-Encoding are looked at; the engine always answers with a length, so a chunked
+    # or length-less answer is refused rather than read. https:// wraps the same socket in ssl (the default
+    # context: certificate and host name verified).
 
     def exchange(self, s, method, path, body, headers):
         """One request on the backend's keep-alive connection; a broken reused connection is reopened once."""
         deadline = time.monotonic() + s.timeout_s
+        key = (s.scheme, s.host, s.port)
+        host = '[%s]' % s.host if ':' in s.host else s.host
+        if s.port != (443 if s.scheme == 'https' else 80):
+            host += ':%d' % s.port
+        request = ('%s %s%s HTTP/1.1\r\nHost: %s\r\n%s\r\n' % (method, s.base_path, path, host, headers)).encode('latin-1')
+        if body is not None:
+            request += body
         for attempt in (0, 1):
-            reused = self.conn is not None and self.conn_key == (s.scheme, s.host, s.port)
+            reused = self.sock is not None and self.conn_key == key
             try:
-                conn = self.connection(s, deadline)
+                sock = self.connection(s, key, deadline)
                 # A reused socket still carries the previous call's timeout; every call gets its own deadline.
-                conn.sock.settimeout(max(deadline - time.monotonic(), 0.001))
-                conn.request(method, s.base_path + path, body, headers)
-                self.wait_readable(conn, deadline)
-                conn.sock.settimeout(max(deadline - time.monotonic(), 0.001))
-                response = conn.getresponse()
-                data = response.read()
-                if response.will_close:
-                    self.close()
-                return response.status, data
+                sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                sock.sendall(request)
+                return self.read_response(s, sock, deadline)
             except Unavailable:
                 self.close()
                 self.fail(UNAVAILABLE, 'engine at %s did not answer within svc.timeout_ms (%d ms)' % (s.url, s.timeout_ms),
                           hint=ENGINE_CHECK_HINT)
-            except (OSError, http.client.HTTPException) as e:
+            except OSError as e:
                 self.close()
                 if isinstance(e, TimeoutError) or 'timed out' in str(e):
                     self.fail(UNAVAILABLE, 'engine at %s did not answer within svc.timeout_ms (%d ms)' % (s.url, s.timeout_ms), hint=ENGINE_CHECK_HINT)
@@ -277,26 +371,106 @@ class Bridge:
                     continue
                 self.fail(UNAVAILABLE, 'engine at %s is unreachable: %s' % (s.url, describe(e)), hint=ENGINE_CHECK_HINT)
             except BaseException:
-                # A cancel or statement_timeout (raised by the interrupt check) leaves a request in flight.
+                # A cancel or statement_timeout (raised by the interrupt check), or an answer refused below,
+                # leaves the connection in an unknown state.
                 self.close()
                 raise
         raise AssertionError('unreachable')
 
-    def connection(self, s, deadline):
-        key = (s.scheme, s.host, s.port)
-        if self.conn is not None and self.conn_key == key:
-            return self.conn
+    def read_response(self, s, sock, deadline):
+        buf = b''
+        while True:
+            end = buf.find(b'\r\n\r\n')
+            if end >= 0:
+                break
+            if len(buf) > MAX_HEADER_BYTES:
+                self.fail(UNAVAILABLE, 'engine at %s answered with more than %d bytes of HTTP headers' % (s.url, MAX_HEADER_BYTES), hint=ENGINE_CHECK_HINT)
+            buf += self.receive(sock, deadline, 65536)
+        # Header names are case-insensitive: the block is lower-cased once and searched for the three that matter.
+        head = buf[:end].lower() + b'\r\n'
+        first = head.find(b'\r\n')
+        version, _, rest = head[:first].partition(b' ')
+        code = rest[:3]
+        if not version.startswith(b'http/1.') or not code.isdigit():
+            self.fail(UNAVAILABLE, 'engine at %s answered something that is not HTTP/1.1' % s.url, hint=ENGINE_CHECK_HINT)
+        status = int(code)
+        value = header(head, b'transfer-encoding')
+        if value is not None and value != b'identity':
+            self.fail(UNAVAILABLE, 'engine at %s answered with Transfer-Encoding: %s; the bridge reads only answers with a Content-Length'
+                      % (s.url, value.decode('latin-1')), hint=ENGINE_CHECK_HINT)
+        value = header(head, b'content-length')
+        length = None
+        if value is not None:
+            if not value.isdigit() or head.count(b'\r\ncontent-length:') > 1:
+                self.fail(UNAVAILABLE, 'engine at %s answered an invalid Content-Length' % s.url, hint=ENGINE_CHECK_HINT)
+            length = int(value)
+        value = header(head, b'connection')
+        tokens = [t.strip() for t in value.split(b',')] if value is not None else []
+        close = b'close' in tokens or version == b'http/1.0' and b'keep-alive' not in tokens
+        if length is None:
+            if status in (204, 304) or 100 <= status < 200:
+                length = 0
+            else:
+                self.fail(UNAVAILABLE, 'engine at %s answered HTTP %d without a Content-Length' % (s.url, status), hint=ENGINE_CHECK_HINT)
+        if length > MAX_RESPONSE_BYTES:
+            self.fail(UNAVAILABLE, 'engine at %s answered %d bytes, more than the %d the bridge accepts' % (s.url, length, MAX_RESPONSE_BYTES),
+                      hint=ENGINE_CHECK_HINT)
+        body = buf[end + 4:]
+        if len(body) < length:
+            # The rest of a large body goes straight into its final buffer.
+            whole = bytearray(length)
+            whole[:len(body)] = body
+            view = memoryview(whole)
+            got = len(body)
+            while got < length:
+                n = self.receive_into(sock, deadline, view[got:])
+                got += n
+            body = bytes(whole)
+        elif len(body) > length:
+            # Nothing is pipelined, so bytes after the answer mean the connection cannot be trusted.
+            close = True
+            body = body[:length]
+        if close:
+            self.close()
+        return status, body
+
+    def receive(self, sock, deadline, size):
+        self.wait_readable(sock, deadline)
+        data = sock.recv(size)
+        if not data:
+            raise ConnectionResetError('the engine closed the connection')
+        return data
+
+    def receive_into(self, sock, deadline, view):
+        self.wait_readable(sock, deadline)
+        n = sock.recv_into(view)
+        if not n:
+            raise ConnectionResetError('the engine closed the connection')
+        return n
+
+    def connection(self, s, key, deadline):
+        if self.sock is not None and self.conn_key == key:
+            return self.sock
         self.close()
         timeout = max(deadline - time.monotonic(), 0.001)
-        cls = http.client.HTTPSConnection if s.scheme == 'https' else http.client.HTTPConnection
-        conn = cls(s.host, s.port, timeout=timeout)
-        conn.connect()
-        self.conn = conn
+        sock = socket.create_connection((s.host, s.port), timeout=timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if s.scheme == 'https':
+                if self.tls is None:
+                    self.tls = ssl.create_default_context()
+                sock = self.tls.wrap_socket(sock, server_hostname=s.host)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
         self.conn_key = key
-        return conn
+        return sock
 
-    def wait_readable(self, conn, deadline):
-        sock = conn.sock
+    def wait_readable(self, sock, deadline):
+        # Bytes ssl has already decrypted are invisible to select.
+        if isinstance(sock, ssl.SSLSocket) and sock.pending():
+            return
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -310,12 +484,12 @@ class Bridge:
                 self.plpy.execute(self.tick_plan)
 
     def close(self):
-        if self.conn is not None:
+        if self.sock is not None:
             try:
-                self.conn.close()
+                self.sock.close()
             except Exception:
                 pass
-        self.conn = None
+        self.sock = None
         self.conn_key = None
 
     def fail(self, sqlstate, message, detail=None, hint=None):
@@ -334,6 +508,15 @@ def in_parallel_worker():
             return b'parallel worker for PID' in f.read()
     except OSError:
         return False
+
+
+def header(head, name):
+    """The stripped value of header `name` in a lower-cased header block ending in CRLF, or None."""
+    start = head.find(b'\r\n' + name + b':')
+    if start < 0:
+        return None
+    start += len(name) + 3
+    return head[start:head.find(b'\r\n', start)].strip()
 
 
 def describe(error):
