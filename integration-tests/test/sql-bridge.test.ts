@@ -386,12 +386,11 @@ describe('the HTTP exchange', () => {
 
   async function answerError(answer: string): Promise<{ code?: string; message: string }> {
     const server = await rawServer(answer);
+    await setEngineServer(url, { url: server.url });
     try {
-      return await sqlError(async (c) => {
-        await c.query(`SET svc.engine_url = '${server.url}'`);
-        await c.query("SELECT svc_encrypt('x', 'PII_EMAIL')");
-      });
+      return await sqlError((c) => c.query("SELECT svc_encrypt('x', 'PII_EMAIL')"));
     } finally {
+      await setEngineServer(url, { url: proxy.url });
       await server.close();
     }
   }

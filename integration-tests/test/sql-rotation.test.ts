@@ -281,12 +281,12 @@ describe('after every column is rewrapped', () => {
   it('the audit file holds one event per SQL call, by transport, with counts and never a value', async () => {
     await eventually('the audit file holds the SQL rewraps', async () => {
       const events = await auditEvents();
-      return events.some((e) => e.transport === 'pgwire' && e.operation === 'rewrap') && events.some((e) => e.transport === 'http-batch' && e.operation === 'rewrap');
+      return events.some((e) => e.transport === 'pgwire' && e.operation === 'rewrap') && events.some((e) => e.transport === 'http-frame' && e.operation === 'rewrap');
     });
     const events = await auditEvents();
     const rewraps = (transport: string) => events.filter((e) => e.operation === 'rewrap' && e.transport === transport);
-    // PL/Python sends arrays as HTTP batches; dblink as wire *_many commands: one event per chunk, not per value.
-    for (const transport of ['http-batch', 'pgwire']) {
+    // PL/Python sends arrays as binary-frame batches; dblink as wire *_many commands: one event per chunk, not per value.
+    for (const transport of ['http-frame', 'pgwire']) {
       const chunks = rewraps(transport);
       expect(chunks.length).toBeGreaterThan(0);
       expect(chunks.length).toBeLessThan(ROWS / 10);
