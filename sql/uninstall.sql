@@ -1,12 +1,16 @@
 -- Generated from udf/ by `npm run sql -w udf`; do not edit by hand (a test compares this file with the generator).
--- Removes everything the migrations installed from the schema named by svc.install_schema (default public),
+-- Removes everything the migrations installed from the schema named by svc.install_schema (default: the one
+-- schema holding the install, else public), the settings svc.engine_url and svc.tenant_id of this database,
 -- the schema itself when the install created it and it is empty, and the role svc_user when no database
 -- still refers to it. The procedural language stays (other code may use it), and so does the foreign server
 -- svc_engine (the DBA's); the foreign-data wrapper svc_bridge_fdw goes when no server uses it. One DO statement.
 DO $svc_uninstall$
 DECLARE
-  target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');
+  target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''),
+    (SELECT pg_catalog.min(n.nspname::text) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+      WHERE p.proname = 'svc_encrypt' HAVING pg_catalog.count(DISTINCT n.oid) = 1), 'public');
   ext_function regprocedure;
+  obsolete record;
 BEGIN
   IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'svc_bridge') THEN
     RAISE EXCEPTION 'svc bridge: installed as an extension here; use DROP EXTENSION svc_bridge' USING ERRCODE = 'SV003';
@@ -86,6 +90,25 @@ BEGIN
       EXECUTE format('DROP SCHEMA %I', target_schema);
     END IF;
   END IF;
+  FOR obsolete IN
+    SELECT d.setrole, pg_catalog.split_part(c.setting, '=', 1) AS name
+      FROM pg_catalog.pg_db_role_setting d, pg_catalog.unnest(d.setconfig) AS c(setting)
+     WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))
+       AND pg_catalog.split_part(c.setting, '=', 1) IN ('svc.engine_url', 'svc.tenant_id')
+  LOOP
+    IF obsolete.setrole = 0 THEN
+      BEGIN
+        EXECUTE format('ALTER DATABASE %I RESET %s', pg_catalog.current_database(), obsolete.name);
+        RAISE NOTICE 'svc bridge: database setting % removed (nothing reads it since the foreign server svc_engine)', obsolete.name;
+      EXCEPTION WHEN insufficient_privilege THEN
+        RAISE NOTICE 'svc bridge: database setting % is still set, and nothing reads it', obsolete.name
+          USING HINT = format('The database owner can run: ALTER DATABASE %I RESET %s;', pg_catalog.current_database(), obsolete.name);
+      END;
+    ELSE
+      RAISE NOTICE 'svc bridge: role % still sets %, and nothing reads it', obsolete.setrole::regrole, obsolete.name
+        USING HINT = format('ALTER ROLE %s RESET %s; (or ALTER ROLE ... IN DATABASE ... RESET)', obsolete.setrole::regrole, obsolete.name);
+    END IF;
+  END LOOP;
   -- The role is cluster-wide: it goes only when nothing in any database still refers to it.
   IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'svc_user') THEN
     BEGIN

@@ -120,6 +120,9 @@ describe('svc_encrypt_column / svc_decrypt_column', () => {
       throw new Error('expected failure');
     });
     expect(error.code).toBe('SV001');
+    // The engine's reason, and CONTEXT names the procedure, not its internal statement or the bridge.
+    expect(error.message).toMatch(/^svc_encrypt: data exceeds/);
+    expect(error.where).toMatch(/^PL\/pgSQL function svc_encrypt_column\(regclass,name,text,integer,name\) line \d+ at RAISE$/);
     // Chunks are 100 rows still to encrypt, in key order: four of them precede the one holding id 450.
     expect(await count(`email ~ ${CIPHERTEXT}`)).toBe(400);
     await withClient(url, (c) => c.query("UPDATE accounts SET email = 'person450@example.com' WHERE id = 450"));

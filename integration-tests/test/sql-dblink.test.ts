@@ -290,6 +290,8 @@ describe('failures', () => {
         const down = await failure(c.query("INSERT INTO audit_copy SELECT svc_encrypt('v' || i, 'PII_EMAIL') FROM generate_series(1, 50) i"));
         expect(down.code).toBe('SV002');
         expect(down.message).toBe('svc_encrypt: engine at foreign server svc_engine is unreachable');
+        // CONTEXT names the function called, not the bridge's internal functions.
+        expect(down.where).toMatch(/^PL\/pgSQL function svc_encrypt\(text,text\) line \d+ at RAISE$/);
         const downArray = await failure(c.query("SELECT svc_encrypt(ARRAY['a', 'b'], 'PII_EMAIL')"));
         expect(downArray.code).toBe('SV002');
         expect((await c.query<Row>('SELECT count(*)::int AS n FROM audit_copy')).rows[0]?.n).toBe(0);

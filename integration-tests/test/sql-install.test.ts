@@ -114,17 +114,37 @@ describe('migrations', () => {
   it('install into a chosen schema, grant its usage, and uninstall removes the schema they created', async () => {
     const url = await freshDatabase('svc_install_schema_it');
     const before = await dump(url);
-    const settings = { 'svc.install_schema': 'crypto' };
-    await applyMigrations(url, settings);
+    const [first, ...later] = migrationPaths();
+    // The setting names the schema for the first migration; the later ones, a re-apply and the uninstall
+    // find the install there, each in a session of its own without the setting.
+    await withClient(url, async (c) => {
+      await c.query("SET svc.install_schema = 'crypto'");
+      await c.query(readFileSync(first as string, 'utf8'));
+    });
+    for (const path of [...later, first]) await withClient(url, (c) => c.query(readFileSync(path as string, 'utf8')));
     const objects = await bridgeObjects(url, 'crypto');
-    expect(objects).toContain('svc_encrypt(text,text) f sql u v search_path=pg_catalog, pg_temp');
+    expect(objects).toContain('svc_encrypt(text,text) f plpgsql u v search_path=pg_catalog, pg_temp');
     expect(objects).toContain('svc__encrypt(text,text,text[]) f plpython3u u v search_path=pg_catalog, pg_temp');
     expect(objects).toContain('svc_encrypt_column(regclass,name,text,integer,name) p plpgsql u v ');
+    expect(objects).toContain('svc_rewrap_column(regclass,name,integer,name,boolean) p plpgsql u v ');
+    expect(await bridgeObjects(url, 'public')).toEqual([]);
     const usage = await withClient(url, async (c) =>
       (await c.query("SELECT has_schema_privilege('svc_user', 'crypto', 'USAGE') AS u")).rows[0]?.u,
     );
     expect(usage).toBe(true);
-    await uninstall(url, settings);
+    // A setting an older install read (the address is the foreign server's now) does not outlive the uninstall.
+    await withClient(url, (c) => c.query("ALTER DATABASE svc_install_schema_it SET svc.engine_url = 'http://127.0.0.1:1'"));
+    const notices = await withClient(url, async (c) => {
+      const seen: string[] = [];
+      c.on('notice', (n) => seen.push(n.message ?? ''));
+      await c.query(readFileSync(join(SQL_DIR, 'uninstall.sql'), 'utf8'));
+      return seen;
+    });
+    expect(notices).toContain('svc bridge: database setting svc.engine_url removed (nothing reads it since the foreign server svc_engine)');
+    const left = await withClient(url, async (c) =>
+      (await c.query("SELECT count(*)::int AS n FROM pg_db_role_setting WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())")).rows[0]?.n,
+    );
+    expect(left).toBe(0);
     expect(await dump(url)).toBe(before);
   });
 

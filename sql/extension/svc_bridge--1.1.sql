@@ -283,68 +283,172 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_array(text, text, text[]) FROM PUBLIC', target_schema);
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text) IS %L', target_schema, $c$Encrypts a value under a policy code through the engine; NULL in, NULL out.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text, text) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text, text) TO svc_user', target_schema);
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
   RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt_by_name ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_name, 'UTF8'), 'base64'), ''), '-') || ' '
     || coalesce(policy_version::text, '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) IS %L', target_schema, $c$Encrypts a value under a policy name, at policy_version or the latest version when NULL.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) TO svc_user', target_schema);
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
   RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt_by_name ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_name, 'UTF8'), 'base64'), ''), '-') || ' '
     || coalesce(policy_version::text, '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text, integer) IS %L', target_schema, $c$Same as svc_encrypt_by_name: encrypts under a policy name, at policy_version or the latest when NULL.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text, text, integer) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text, text, integer) TO svc_user', target_schema);
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_decrypt(data text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN @S@.svc__dblink_one('svc_decrypt', 'svc_decrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text) IS %L', target_schema, $c$Decrypts a ciphertext (hub:<policy>:...) through the engine; NULL in, NULL out.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text) TO svc_user', target_schema);
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN @S@.svc__dblink_array('svc_encrypt', 'svc_encrypt_many ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-'), data);
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text[], text) IS %L', target_schema, $c$Encrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text[], text) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text[], text) TO svc_user', target_schema);
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN @S@.svc__dblink_array('svc_decrypt', 'svc_decrypt_many', data);
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text[]) IS %L', target_schema, $c$Decrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_decrypt(text[]) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_decrypt(text[]) TO svc_user', target_schema);
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_rewrap(data text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN @S@.svc__dblink_one('svc_rewrap', 'svc_rewrap ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text) IS %L', target_schema, $c$Re-encrypts a ciphertext under the newest active key version of its own policy's key, inside the engine; unchanged when already there. NULL in, NULL out.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text) TO svc_user', target_schema);
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_rewrap(data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN @S@.svc__dblink_array('svc_rewrap', 'svc_rewrap_many', data);
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text[]) IS %L', target_schema, $c$svc_rewrap for a one-dimensional array, in batch requests of svc.batch_size; order and NULL elements kept.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text[]) FROM PUBLIC', target_schema);
@@ -352,6 +456,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_equality_terms(data text, policy_code text) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
   op constant text := 'svc_equality_terms';
   command constant text := 'svc_equality_terms ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
   result text[];
@@ -373,6 +478,17 @@ BEGIN
     PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
   END LOOP;
   RETURN coalesce(result, '{}');
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_equality_terms(text, text) IS %L', target_schema, $c$The ciphertexts of a value under every key version of a deterministic policy that can still decrypt, newest first: WHERE col = ANY ((SELECT svc_equality_terms(v, p))::text[]).$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_equality_terms(text, text) FROM PUBLIC', target_schema);
@@ -380,6 +496,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_health() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
   op constant text := 'svc_health';
   command constant text := 'svc_health';
   result jsonb;
@@ -401,6 +518,17 @@ BEGIN
     PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
   END LOOP;
   RETURN result;
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_health() IS %L', target_schema, $c$The engine's GET /api/health answer; raises SV002 when the engine cannot be reached.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_health() FROM PUBLIC', target_schema);
@@ -408,6 +536,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_engine_info() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
   op constant text := 'svc_engine_info';
   command constant text := 'svc_info';
   server jsonb;
@@ -443,6 +572,17 @@ BEGIN
     'batchSize', @S@.svc__dblink_setting('svc.batch_size', 1000, 10000),
     'health', @S@.svc_health(),
     'runtime', result);
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_engine_info() IS %L', target_schema, $c$The engine address and bridge settings in effect, the engine health and, when readable, its runtime info.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_engine_info() FROM PUBLIC', target_schema);
@@ -1309,83 +1449,259 @@ except plpy.Error as e:
     raise e.with_traceback(None)$py$
                                        ELSE js_prelude || $js$return JSON.parse(b.engineInfo(cfg));$js$ END);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__engine_info(text[]) FROM PUBLIC, svc_user', target_schema);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__encrypt(data, policy_code, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE plpgsql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+  RETURN %1$I.svc__encrypt(data, policy_code, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
     pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
    FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
    LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  WHERE s.srvname = 'svc_engine'));
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+END$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text) IS %L', target_schema, $c$Encrypts a value under a policy code through the engine; NULL in, NULL out.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__encrypt_by_name(data, policy_name, policy_version, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt_by_name(data text, policy_name text, policy_version integer DEFAULT NULL) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+  RETURN %1$I.svc__encrypt_by_name(data, policy_name, policy_version, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
     pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
    FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
    LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  WHERE s.srvname = 'svc_engine'));
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+END$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt_by_name(text, text, integer) IS %L', target_schema, $c$Encrypts a value under a policy name, at policy_version or the latest version when NULL.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__encrypt_by_name(data, policy_name, policy_version, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text, policy_name text, policy_version integer) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+  RETURN %1$I.svc__encrypt_by_name(data, policy_name, policy_version, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
     pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
    FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
    LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  WHERE s.srvname = 'svc_engine'));
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+END$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text, text, integer) IS %L', target_schema, $c$Same as svc_encrypt_by_name: encrypts under a policy name, at policy_version or the latest when NULL.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__decrypt(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text) RETURNS text LANGUAGE plpgsql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+  RETURN %1$I.svc__decrypt(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
     pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
    FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
    LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  WHERE s.srvname = 'svc_engine'));
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+END$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text) IS %L', target_schema, $c$Decrypts a ciphertext (hub:<policy>:...) through the engine; NULL in, NULL out.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__encrypt_array(data, policy_code, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_encrypt(data text[], policy_code text) RETURNS text[] LANGUAGE plpgsql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+  RETURN %1$I.svc__encrypt_array(data, policy_code, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
     pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
    FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
    LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  WHERE s.srvname = 'svc_engine'));
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+END$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_encrypt(text[], text) IS %L', target_schema, $c$Encrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__decrypt_array(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_decrypt(data text[]) RETURNS text[] LANGUAGE plpgsql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+  RETURN %1$I.svc__decrypt_array(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
     pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
    FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
    LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  WHERE s.srvname = 'svc_engine'));
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+END$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_decrypt(text[]) IS %L', target_schema, $c$Decrypts a one-dimensional array in batch requests of svc.batch_size; order and NULL elements kept.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_rewrap(data text) RETURNS text LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__rewrap(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_rewrap(data text) RETURNS text LANGUAGE plpgsql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+  RETURN %1$I.svc__rewrap(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
     pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
    FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
    LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  WHERE s.srvname = 'svc_engine'));
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+END$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text) IS %L', target_schema, $c$Re-encrypts a ciphertext under the newest active key version of its own policy's key, inside the engine; unchanged when already there. NULL in, NULL out.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_rewrap(data text[]) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__rewrap_array(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_rewrap(data text[]) RETURNS text[] LANGUAGE plpgsql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+  RETURN %1$I.svc__rewrap_array(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
     pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
    FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
    LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  WHERE s.srvname = 'svc_engine'));
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+END$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text[]) IS %L', target_schema, $c$svc_rewrap for a one-dimensional array, in batch requests of svc.batch_size; order and NULL elements kept.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_equality_terms(data text, policy_code text) RETURNS text[] LANGUAGE sql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__equality_terms(data, policy_code, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_equality_terms(data text, policy_code text) RETURNS text[] LANGUAGE plpgsql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+  RETURN %1$I.svc__equality_terms(data, policy_code, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
     pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
    FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
    LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  WHERE s.srvname = 'svc_engine'));
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+END$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_equality_terms(text, text) IS %L', target_schema, $c$The ciphertexts of a value under every key version of a deterministic policy that can still decrypt, newest first: WHERE col = ANY ((SELECT svc_equality_terms(v, p))::text[]).$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_health() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__health((SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_health() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+  RETURN %1$I.svc__health((SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
     pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
    FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
    LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  WHERE s.srvname = 'svc_engine'));
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+END$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_health() IS %L', target_schema, $c$The engine's GET /api/health answer; raises SV002 when the engine cannot be reached.$c$);
-  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_engine_info() RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
-    target_schema, format($b$SELECT %1$I.svc__engine_info((SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_engine_info() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+  RETURN %1$I.svc__engine_info((SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
     pg_catalog.current_setting('svc.batch_size', true), (SELECT t.option_value FROM pg_catalog.pg_user_mappings m, pg_catalog.pg_options_to_table(m.umoptions) AS t
         WHERE m.srvname = 'svc_engine' AND m.usename = CURRENT_USER AND t.option_name = 'tenant_id'), pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
    FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
    LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'))$b$, target_schema));
+  WHERE s.srvname = 'svc_engine'));
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+END$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_engine_info() IS %L', target_schema, $c$The engine address and bridge settings in effect, the engine health and, when readable, its runtime info.$c$);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_encrypt(text, text) FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_encrypt(text, text) TO svc_user', target_schema);
@@ -1444,6 +1760,7 @@ DECLARE
   done bigint := 0;
   started timestamptz := clock_timestamp();
   seconds float8;
+  e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   IF chunk_rows IS NULL OR chunk_rows < 1 THEN
     RAISE EXCEPTION 'svc_encrypt_column: chunk_rows must be a positive integer' USING ERRCODE = '22023';
@@ -1482,7 +1799,20 @@ BEGIN
     )
     SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k::text FROM chunk ORDER BY k DESC LIMIT 1)$q$, tbl, col, key_col, key_type);
   LOOP
-    EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows, policy_code;
+    BEGIN
+      EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows, policy_code;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+      e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+      IF e_detail <> '' AND e_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+      ELSIF e_detail <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+      ELSIF e_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+      END IF;
+      RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+    END;
     EXIT WHEN rows_in_chunk = 0;
     COMMIT;
     done := done + rows_in_chunk;
@@ -1504,6 +1834,7 @@ DECLARE
   done bigint := 0;
   started timestamptz := clock_timestamp();
   seconds float8;
+  e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   IF chunk_rows IS NULL OR chunk_rows < 1 THEN
     RAISE EXCEPTION 'svc_decrypt_column: chunk_rows must be a positive integer' USING ERRCODE = '22023';
@@ -1542,7 +1873,20 @@ BEGIN
     )
     SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k::text FROM chunk ORDER BY k DESC LIMIT 1)$q$, tbl, col, key_col, key_type);
   LOOP
-    EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows;
+    BEGIN
+      EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+      e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+      IF e_detail <> '' AND e_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+      ELSIF e_detail <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+      ELSIF e_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+      END IF;
+      RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+    END;
     EXIT WHEN rows_in_chunk = 0;
     COMMIT;
     done := done + rows_in_chunk;
@@ -1611,6 +1955,7 @@ DECLARE
   started timestamptz := clock_timestamp();
   seconds float8;
   counted record;
+  e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   IF chunk_rows IS NULL OR chunk_rows < 1 THEN
     RAISE EXCEPTION 'svc_rewrap_column: chunk_rows must be a positive integer' USING ERRCODE = '22023';
@@ -1662,7 +2007,20 @@ BEGIN
            (SELECT pg_catalog.jsonb_object_agg(p, m) FROM (
               SELECT pg_catalog.split_part(v, ':', 2) AS p, pg_catalog.max(@SCHEMA@.svc_key_version(v)) AS m FROM res GROUP BY 1) AS x)$q$, tbl, col, key_col, key_type);
   LOOP
-    EXECUTE chunk_sql INTO examined, changed, last_key, learnt USING last_key, chunk_rows, newest;
+    BEGIN
+      EXECUTE chunk_sql INTO examined, changed, last_key, learnt USING last_key, chunk_rows, newest;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+      e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+      IF e_detail <> '' AND e_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+      ELSIF e_detail <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+      ELSIF e_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+      END IF;
+      RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+    END;
     EXIT WHEN examined = 0;
     COMMIT;
     newest := newest || coalesce(learnt, '{}');

@@ -3,7 +3,9 @@
 -- Needs 0001. One DO statement: one transaction under any runner; idempotent. See docs/sql.md.
 DO $svc_install$
 DECLARE
-  target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');
+  target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''),
+    (SELECT pg_catalog.min(n.nspname::text) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+      WHERE p.proname = 'svc_encrypt' HAVING pg_catalog.count(DISTINCT n.oid) = 1), 'public');
 BEGIN
   IF to_regprocedure(format('%I.svc_encrypt(text[], text)', target_schema)) IS NULL THEN
     RAISE EXCEPTION 'svc bridge: install the bridge functions (0001-install-bridge.sql) in schema % first', target_schema
@@ -20,6 +22,7 @@ DECLARE
   done bigint := 0;
   started timestamptz := clock_timestamp();
   seconds float8;
+  e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   IF chunk_rows IS NULL OR chunk_rows < 1 THEN
     RAISE EXCEPTION 'svc_encrypt_column: chunk_rows must be a positive integer' USING ERRCODE = '22023';
@@ -58,7 +61,20 @@ BEGIN
     )
     SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k::text FROM chunk ORDER BY k DESC LIMIT 1)$q$, tbl, col, key_col, key_type);
   LOOP
-    EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows, policy_code;
+    BEGIN
+      EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows, policy_code;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+      e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+      IF e_detail <> '' AND e_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+      ELSIF e_detail <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+      ELSIF e_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+      END IF;
+      RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+    END;
     EXIT WHEN rows_in_chunk = 0;
     COMMIT;
     done := done + rows_in_chunk;
@@ -80,6 +96,7 @@ DECLARE
   done bigint := 0;
   started timestamptz := clock_timestamp();
   seconds float8;
+  e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   IF chunk_rows IS NULL OR chunk_rows < 1 THEN
     RAISE EXCEPTION 'svc_decrypt_column: chunk_rows must be a positive integer' USING ERRCODE = '22023';
@@ -118,7 +135,20 @@ BEGIN
     )
     SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k::text FROM chunk ORDER BY k DESC LIMIT 1)$q$, tbl, col, key_col, key_type);
   LOOP
-    EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows;
+    BEGIN
+      EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+      e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+      IF e_detail <> '' AND e_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+      ELSIF e_detail <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+      ELSIF e_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+      END IF;
+      RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+    END;
     EXIT WHEN rows_in_chunk = 0;
     COMMIT;
     done := done + rows_in_chunk;

@@ -4,7 +4,9 @@
 -- Needs 0001. One DO statement: one transaction under any runner; idempotent. See docs/rotation.md.
 DO $svc_install$
 DECLARE
-  target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');
+  target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''),
+    (SELECT pg_catalog.min(n.nspname::text) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+      WHERE p.proname = 'svc_encrypt' HAVING pg_catalog.count(DISTINCT n.oid) = 1), 'public');
 BEGIN
   IF to_regprocedure(format('%I.svc_rewrap(text[])', target_schema)) IS NULL THEN
     RAISE EXCEPTION 'svc bridge: install the bridge functions (0001-install-bridge.sql) in schema % first', target_schema
@@ -53,6 +55,7 @@ DECLARE
   started timestamptz := clock_timestamp();
   seconds float8;
   counted record;
+  e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   IF chunk_rows IS NULL OR chunk_rows < 1 THEN
     RAISE EXCEPTION 'svc_rewrap_column: chunk_rows must be a positive integer' USING ERRCODE = '22023';
@@ -104,7 +107,20 @@ BEGIN
            (SELECT pg_catalog.jsonb_object_agg(p, m) FROM (
               SELECT pg_catalog.split_part(v, ':', 2) AS p, pg_catalog.max(@SCHEMA@.svc_key_version(v)) AS m FROM res GROUP BY 1) AS x)$q$, tbl, col, key_col, key_type);
   LOOP
-    EXECUTE chunk_sql INTO examined, changed, last_key, learnt USING last_key, chunk_rows, newest;
+    BEGIN
+      EXECUTE chunk_sql INTO examined, changed, last_key, learnt USING last_key, chunk_rows, newest;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+      e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+      IF e_detail <> '' AND e_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+      ELSIF e_detail <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+      ELSIF e_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+      END IF;
+      RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+    END;
     EXIT WHEN examined = 0;
     COMMIT;
     newest := newest || coalesce(learnt, '{}');

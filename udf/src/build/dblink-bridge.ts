@@ -8,6 +8,7 @@
 // the install revokes dblink's functions from PUBLIC, because a role that may call them could open its own
 // connection under the bridge's connection name and have the values sent there. Nothing reads an address
 // from a setting or takes one as an argument.
+import { withCleanErrors } from './sql-errors.js';
 import { FUNCTIONS, IMPLS, ROLE, SERVER_NAME } from './sql-surface.js';
 
 export { SERVER_NAME };
@@ -372,7 +373,7 @@ export function dblinkInstall(dollarQuote: (text: string, tag: string) => string
     const body = PUBLIC_BODIES[key];
     if (!body) throw new Error(`the dblink bridge has no body for ${key}`);
     const options = `${f.strict ? 'STRICT ' : ''}SECURITY DEFINER ${PINNED}`;
-    lines.push(create(f.name, f.args, f.returns, options, body));
+    lines.push(create(f.name, f.args, f.returns, options, withCleanErrors(body)));
     lines.push(`    EXECUTE format('COMMENT ON FUNCTION %I.${f.name}(${f.identity}) IS %L', target_schema, ${dollarQuote(f.comment, 'c')});`);
     lines.push(`    EXECUTE format('REVOKE ALL ON FUNCTION %I.${f.name}(${f.identity}) FROM PUBLIC', target_schema);`);
     lines.push(`    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.${f.name}(${f.identity}) TO ${ROLE}', target_schema);`);

@@ -2,9 +2,10 @@
 // it runs under `psql -f`, a migration tool, or inside CREATE EXTENSION, and it is idempotent (CREATE OR
 // REPLACE, IF NOT EXISTS, GRANT). The DO block picks the bridge language at install time — the one
 // named in `svc.bridge`, else the one an earlier install used, else PL/Python, else plv8 with `http` —
-// and creates the functions in the schema named by `svc.install_schema` (default public), or, inside
-// CREATE EXTENSION, in the extension's schema.
+// and creates the functions in the schema named by `svc.install_schema` (default: the schema an earlier
+// install used, else public), or, inside CREATE EXTENSION, in the extension's schema.
 import { DBLINK_INTERNALS, dblinkInstall, dblinkUninstall, forEachExtensionFunction } from './dblink-bridge.js';
+import { ERROR_VARIABLES, raiseAgain, withCleanErrors } from './sql-errors.js';
 import { BRIDGE_FDW, cfgSql, FUNCTIONS, IMPLS, isCiphertextSql, PROCEDURES, ROLE, ROTATION, SERVER_NAME } from './sql-surface.js';
 
 export type InstallMode = 'migration' | 'extension';
@@ -28,13 +29,23 @@ export function dollarQuote(text: string, tag: string): string {
 
 const HEADER = '-- Generated from udf/ by `npm run sql -w udf`; do not edit by hand (a test compares this file with the generator).';
 
+/**
+ * The target_schema declaration every install block starts with. CREATE EXTENSION runs the script with
+ * search_path set to the extension's schema. A migration or the uninstall uses the schema named by
+ * svc.install_schema; without it, the one schema an earlier migration installed svc_encrypt into (so
+ * 0002, 0003, a re-apply and the uninstall follow a custom-schema install without the setting); else public.
+ */
+function targetSchema(mode: InstallMode): string {
+  return mode === 'extension'
+    ? 'target_schema text := current_schema();'
+    : `target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''),
+    (SELECT pg_catalog.min(n.nspname::text) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+      WHERE p.proname = 'svc_encrypt' HAVING pg_catalog.count(DISTINCT n.oid) = 1), 'public');`;
+}
+
 /** The declarations every install block starts with: target schema and bridge language. */
 function chooseSchemaAndBridge(mode: InstallMode): string {
-  const schema =
-    mode === 'extension'
-      ? // CREATE EXTENSION runs the script with search_path set to the extension's schema.
-      'target_schema text := current_schema();'
-      : "target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');";
+  const schema = targetSchema(mode);
   const available =
     mode === 'extension'
       ? "EXISTS (SELECT FROM pg_catalog.pg_language WHERE lanname = '%s')"
@@ -147,8 +158,9 @@ const PINNED = 'SET search_path = pg_catalog, pg_temp';
 
 /**
  * An internal function's Python statements, with the bridge's own errors (plpy.error raises plpy.Error)
- * raised again without their traceback: PL/Python prints an error's traceback into CONTEXT, and the
- * bridge's frames tell a user of svc_encrypt nothing. Other exceptions (a cancel) pass as they are.
+ * raised again without the bridge's frames. PL/Python still prints the frame of the raise into CONTEXT
+ * and prefixes the message with the exception's class; the wrappers (BRIDGE_ERRORS) take both away.
+ * Other exceptions (a cancel) pass as they are.
  */
 function pythonBody(python: string): string {
   const indented = python
@@ -167,6 +179,7 @@ function pythonBody(python: string): string {
  */
 const BRIDGE_PARALLEL = 'PARALLEL UNSAFE';
 
+
 function createFunctions(): string {
   const lines: string[] = [];
   for (const f of IMPLS) {
@@ -182,10 +195,14 @@ function createFunctions(): string {
   for (const f of FUNCTIONS) {
     // SECURITY DEFINER: the wrapper calls the internal function as its owner; the caller chooses the
     // data and svc.timeout_ms / svc.batch_size, never the address.
+    // PL/pgSQL rather than SQL: it catches the bridge's errors and raises them again clean.
     const options = `${f.strict ? 'STRICT ' : ''}VOLATILE ${BRIDGE_PARALLEL} SECURITY DEFINER ${PINNED}`;
-    const body = `SELECT %1$I.${f.call.replace(/\bcfg\b/, cfgSql(f.operations === true))}`;
+    const body = withCleanErrors(`
+BEGIN
+  RETURN %1$I.${f.call.replace(/\bcfg\b/, cfgSql(f.operations === true))};
+END`);
     lines.push(
-      `  EXECUTE format('CREATE OR REPLACE FUNCTION %I.${f.name}(${f.args}) RETURNS ${f.returns} LANGUAGE sql ${options} AS %L',`,
+      `  EXECUTE format('CREATE OR REPLACE FUNCTION %I.${f.name}(${f.args}) RETURNS ${f.returns} LANGUAGE plpgsql ${options} AS %L',`,
       `    target_schema, format(${dollarQuote(body, 'b')}, target_schema));`,
       `  EXECUTE format('COMMENT ON FUNCTION %I.${f.name}(${f.identity}) IS %L', target_schema, ${dollarQuote(f.comment, 'c')});`,
     );
@@ -327,6 +344,7 @@ DECLARE
   done bigint := 0;
   started timestamptz := clock_timestamp();
   seconds float8;
+  ${ERROR_VARIABLES}
 BEGIN
 ${walkChecks(name)}
   -- One chunk: lock the next rows (in key order) that still need work, send their values in one array
@@ -348,7 +366,11 @@ ${walkChecks(name)}
     'q',
   )}, tbl, col, key_col, key_type);
   LOOP
-    EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows${op === 'encrypt' ? ', policy_code' : ''};
+    BEGIN
+      EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows${op === 'encrypt' ? ', policy_code' : ''};
+    EXCEPTION WHEN OTHERS THEN
+${raiseAgain('      ')}
+    END;
     EXIT WHEN rows_in_chunk = 0;
     COMMIT;
     done := done + rows_in_chunk;
@@ -362,10 +384,7 @@ END
 
 /** The bulk procedures: PL/pgSQL over the array functions, committing per chunk. */
 export function proceduresBlock(mode: InstallMode): string {
-  const schema =
-    mode === 'extension'
-      ? 'target_schema text := current_schema();'
-      : "target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');";
+  const schema = targetSchema(mode);
   const creates = PROCEDURES.map(
     (p) =>
       // No SET search_path: a procedure with a SET clause cannot COMMIT; every name inside is qualified.
@@ -435,6 +454,7 @@ DECLARE
   started timestamptz := clock_timestamp();
   seconds float8;
   counted record;
+  ${ERROR_VARIABLES}
 BEGIN
 ${walkChecks(name)}
   IF dry_run THEN
@@ -469,7 +489,11 @@ ${walkChecks(name)}
     'q',
   )}, tbl, col, key_col, key_type);
   LOOP
-    EXECUTE chunk_sql INTO examined, changed, last_key, learnt USING last_key, chunk_rows, newest;
+    BEGIN
+      EXECUTE chunk_sql INTO examined, changed, last_key, learnt USING last_key, chunk_rows, newest;
+    EXCEPTION WHEN OTHERS THEN
+${raiseAgain('      ')}
+    END;
     EXIT WHEN examined = 0;
     COMMIT;
     newest := newest || coalesce(learnt, '{}');
@@ -486,10 +510,7 @@ END
 
 /** Key rotation on a column: svc_key_version, svc_key_versions and svc_rewrap_column (needs 0001). */
 export function rotationBlock(mode: InstallMode): string {
-  const schema =
-    mode === 'extension'
-      ? 'target_schema text := current_schema();'
-      : "target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');";
+  const schema = targetSchema(mode);
   const [keyVersion, keyVersions, rewrapColumn] = ROTATION;
   const comment = (o: (typeof ROTATION)[number]) =>
     `  EXECUTE format('COMMENT ON ${o.kind} %I.${o.name}(${o.identity}) IS %L', target_schema, ${dollarQuote(o.comment, 'c')});`;
@@ -525,6 +546,34 @@ END
 }
 
 /** Removes every object the migrations create; the schema only when the install created it and it is empty. */
+/**
+ * For the uninstall (with `obsolete record` declared): the settings that held the engine address and the
+ * tenant id before they moved to the foreign server and its user mapping. Nothing reads them, and they
+ * should not outlive the install: the database's own are reset (a NOTICE with the command when the role
+ * may not), a role's are named in a NOTICE with the command that removes them (they are the role's).
+ */
+function obsoleteSettings(): string {
+  return `  FOR obsolete IN
+    SELECT d.setrole, pg_catalog.split_part(c.setting, '=', 1) AS name
+      FROM pg_catalog.pg_db_role_setting d, pg_catalog.unnest(d.setconfig) AS c(setting)
+     WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))
+       AND pg_catalog.split_part(c.setting, '=', 1) IN ('svc.engine_url', 'svc.tenant_id')
+  LOOP
+    IF obsolete.setrole = 0 THEN
+      BEGIN
+        EXECUTE format('ALTER DATABASE %I RESET %s', pg_catalog.current_database(), obsolete.name);
+        RAISE NOTICE 'svc bridge: database setting % removed (nothing reads it since the foreign server ${SERVER_NAME})', obsolete.name;
+      EXCEPTION WHEN insufficient_privilege THEN
+        RAISE NOTICE 'svc bridge: database setting % is still set, and nothing reads it', obsolete.name
+          USING HINT = format('The database owner can run: ALTER DATABASE %I RESET %s;', pg_catalog.current_database(), obsolete.name);
+      END;
+    ELSE
+      RAISE NOTICE 'svc bridge: role % still sets %, and nothing reads it', obsolete.setrole::regrole, obsolete.name
+        USING HINT = format('ALTER ROLE %s RESET %s; (or ALTER ROLE ... IN DATABASE ... RESET)', obsolete.setrole::regrole, obsolete.name);
+    END IF;
+  END LOOP;`;
+}
+
 export function uninstallBlock(): string {
   const drops = [
     ...ROTATION.map((o) => `${o.kind} %1$I.${o.name}(${o.identity})`),
@@ -542,8 +591,9 @@ export function uninstallBlock(): string {
   return `DO ${dollarQuote(
     `
 DECLARE
-  target_schema text := coalesce(nullif(current_setting('svc.install_schema', true), ''), 'public');
+  ${targetSchema('migration')}
   ext_function regprocedure;
+  obsolete record;
 BEGIN
   IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'svc_bridge') THEN
     RAISE EXCEPTION 'svc bridge: installed as an extension here; use DROP EXTENSION svc_bridge' USING ERRCODE = 'SV003';
@@ -574,6 +624,7 @@ ${drops}
       EXECUTE format('DROP SCHEMA %I', target_schema);
     END IF;
   END IF;
+${obsoleteSettings()}
   -- The role is cluster-wide: it goes only when nothing in any database still refers to it.
   IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '${ROLE}') THEN
     BEGIN
@@ -593,7 +644,8 @@ export function migrationFiles(sources: BridgeSources): Record<string, string> {
   return {
     'migrations/0001-install-bridge.sql': `${HEADER}
 -- Installs the svc bridge functions: svc_encrypt, svc_encrypt_by_name, svc_decrypt (scalar and array forms),
--- svc_health, svc_engine_info, in the schema named by the setting svc.install_schema (default public), in the
+-- svc_health, svc_engine_info, in the schema named by the setting svc.install_schema (default: the schema an
+-- earlier install used, else public), in the
 -- bridge language named by svc.bridge (plpython3u or plv8), else the one already installed, else plpython3u
 -- when available, else plv8 with the http extension. Creates the role ${ROLE} and grants it EXECUTE on the
 -- public functions. The engine address is the foreign server ${SERVER_NAME} (created by the DBA, docs/sql.md §2).
@@ -609,7 +661,8 @@ ${proceduresBlock('migration')}`,
 -- Needs 0001. One DO statement: one transaction under any runner; idempotent. See docs/rotation.md.
 ${rotationBlock('migration')}`,
     'uninstall.sql': `${HEADER}
--- Removes everything the migrations installed from the schema named by svc.install_schema (default public),
+-- Removes everything the migrations installed from the schema named by svc.install_schema (default: the one
+-- schema holding the install, else public), the settings svc.engine_url and svc.tenant_id of this database,
 -- the schema itself when the install created it and it is empty, and the role ${ROLE} when no database
 -- still refers to it. The procedural language stays (other code may use it), and so does the foreign server
 -- ${SERVER_NAME} (the DBA's); the foreign-data wrapper ${BRIDGE_FDW} goes when no server uses it. One DO statement.
