@@ -142,7 +142,7 @@ describe('migrations', () => {
     });
     expect(notices).toContain('svc bridge: database setting svc.engine_url removed (nothing reads it since the foreign server svc_engine)');
     const left = await withClient(url, async (c) =>
-      (await c.query("SELECT count(*)::int AS n FROM pg_db_role_setting WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())")).rows[0]?.n,
+      (await c.query('SELECT count(*)::int AS n FROM pg_db_role_setting WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())')).rows[0]?.n,
     );
     expect(left).toBe(0);
     expect(await dump(url)).toBe(before);
