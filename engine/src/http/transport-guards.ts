@@ -41,8 +41,11 @@ function refuseExpectations(app: FastifyInstance): void {
   });
 }
 
-/** Arms the request timeout on a body that is still arriving (not for streams: they keep their own timers). */
-function guardBody(request: FastifyRequest, reply: FastifyReply, timeoutMs: number): void {
+/**
+ * Arms the request timeout, to fire at `deadline` (ms since the epoch), on a body that is still arriving
+ * (not for streams: they keep their own timers).
+ */
+function guardBody(request: FastifyRequest, reply: FastifyReply, deadline: number): void {
   if (request.raw.complete || reply.sent || mediaType(request) === NDJSON_TYPE) return;
   const timer = setTimeout(() => {
     if (request.raw.complete || reply.sent) return;
@@ -52,7 +55,7 @@ function guardBody(request: FastifyRequest, reply: FastifyReply, timeoutMs: numb
     // error handler; otherwise the answer is sent here. Either way the connection then closes.
     if (request.raw.listenerCount('error') > 0) request.raw.emit('error', error);
     else sendError(reply, error);
-  }, timeoutMs);
+  }, Math.max(0, deadline - Date.now()));
   reply.raw.once('close', () => clearTimeout(timer));
 }
 
@@ -68,9 +71,10 @@ export function installTransportGuards(app: FastifyInstance, limits: Limits): vo
       return;
     }
     // A body already received needs no timer. Most small requests arrive in the same read as their
-    // headers, and Node parses the rest of that read (setting `complete`) right after this hook: so the
-    // check is repeated on the next tick, and only a body still incomplete then gets its timer.
-    if (!request.raw.complete) process.nextTick(guardBody, request, reply, limits.requestTimeoutMs);
+    // headers, but Node parses the rest of that read (setting `complete`) only after this hook: so the
+    // check is repeated once that I/O is done (setImmediate), and only a body still incomplete then gets
+    // its timer, for what is left of the limit counted from now.
+    if (!request.raw.complete) setImmediate(guardBody, request, reply, Date.now() + limits.requestTimeoutMs);
     done();
   });
 }
