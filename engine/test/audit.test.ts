@@ -4,9 +4,10 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FileAuditSink, type SinkLog } from '../src/audit/file-sink.js';
-import { type AuditEvent, type AuditSink, AuditTrail } from '../src/core/audit.js';
+import { AUDIT_TRANSPORTS, type AuditEvent, type AuditSink, AuditTrail, formatAuditEvent } from '../src/core/audit.js';
 import { ExecutionService } from '../src/core/execution-service.js';
 import { RuntimeCache } from '../src/core/runtime-cache.js';
 import { loadConfig } from '../src/config.js';
@@ -363,5 +364,32 @@ describe('audit settings', () => {
     );
     expect(() => loadConfig({ SVC_AUDIT_STDOUT: 'yes' }, [])).toThrow(/SVC_AUDIT_STDOUT/);
     expect(() => loadConfig({ SVC_AUDIT_FLUSH_INTERVAL_MS: '0' }, [])).toThrow(/SVC_AUDIT_FLUSH_INTERVAL_MS/);
+  });
+});
+
+describe('event lines', () => {
+  it('are exactly JSON.stringify of the event, field order and left-out members included', () => {
+    const text = fc.string({ unit: 'grapheme', maxLength: 12 });
+    const optional = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: undefined });
+    const versions = fc.array(fc.integer({ min: 1, max: 2 ** 31 }), { maxLength: 4 });
+    const event = fc.record({
+      type: fc.constant('audit' as const),
+      version: fc.constant(1 as const),
+      time: fc.date({ noInvalidDate: true }).map((d) => d.toISOString()),
+      requestId: optional(fc.uuid()),
+      transport: fc.constantFrom(...AUDIT_TRANSPORTS),
+      caller: fc.record({ address: optional(text), role: optional(text), tenant: optional(text) }),
+      operation: text,
+      policyCodes: fc.array(text, { maxLength: 4 }),
+      keyVersions: versions,
+      fromKeyVersions: optional(versions),
+      items: fc.record({ total: fc.nat(), succeeded: fc.nat(), failed: fc.nat() }),
+      itemErrors: optional(fc.dictionary(text, fc.nat(), { maxKeys: 3 })),
+      outcome: fc.record(
+        { result: fc.constantFrom('ok' as const, 'partial' as const, 'error' as const), status: fc.integer({ min: 100, max: 599 }), error: text },
+        { requiredKeys: ['result'] },
+      ),
+    });
+    fc.assert(fc.property(event, (e) => formatAuditEvent(e) === `${JSON.stringify(e)}\n`));
   });
 });

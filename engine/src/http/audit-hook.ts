@@ -30,22 +30,34 @@ interface AuditCall {
 const EXECUTION_PATH = /^(?:\/engine)?\/api\/(encrypt|decrypt|rewrap|equality-terms)(?:\/(batch|stream))?$/;
 const OPERATIONS_PATH = /^\/engine\/api\/v1\/(.+)$/;
 
-function classify(request: FastifyRequest): { operation: AuditOperation; transport: AuditTransport } | undefined {
-  const url = request.routeOptions.url;
-  if (url === undefined) return undefined;
+/** What a route template is, for the audit: an execution call (batch: JSON or frame by media type), an operations call, or neither. */
+type RouteKind = { operation: AuditOperation; transport: AuditTransport | 'batch' } | null;
+
+function classifyRoute(url: string): RouteKind {
   const execution = EXECUTION_PATH.exec(url);
   if (execution) {
     const operation = execution[1] as AuditOperation;
     const kind = execution[2];
     if (kind === 'stream') return { operation, transport: 'http-stream' };
-    if (kind === 'batch') {
-      return { operation, transport: mediaType(request) === BINARY_FRAME_TYPE ? 'http-frame' : 'http-batch' };
-    }
+    if (kind === 'batch') return { operation, transport: 'batch' };
     return { operation, transport: 'http-json' };
   }
   const operations = OPERATIONS_PATH.exec(url);
   if (operations) return { operation: operations[1] as string, transport: 'operations' };
-  return undefined;
+  return null;
+}
+
+/** Route templates are few and fixed: each is classified once, not per request. */
+const routeKinds = new Map<string, RouteKind>();
+
+function classify(request: FastifyRequest): { operation: AuditOperation; transport: AuditTransport } | undefined {
+  const url = request.routeOptions.url;
+  if (url === undefined) return undefined;
+  let kind = routeKinds.get(url);
+  if (kind === undefined) routeKinds.set(url, (kind = classifyRoute(url)));
+  if (kind === null) return undefined;
+  if (kind.transport !== 'batch') return kind as { operation: AuditOperation; transport: AuditTransport };
+  return { operation: kind.operation, transport: mediaType(request) === BINARY_FRAME_TYPE ? 'http-frame' : 'http-batch' };
 }
 
 /** The policy a failed single request named, when it names one in the policy-code shape. */
@@ -109,7 +121,7 @@ export function installAuditHooks(app: FastifyInstance, trail: AuditTrail): void
     }
     const requestId = randomUUID();
     reply.header('x-request-id', requestId);
-    request.auditCall = { ...kind, requestId };
+    request.auditCall = { operation: kind.operation, transport: kind.transport, requestId };
     request.auditSummary = new AuditSummary(kind.operation);
     try {
       trail.ensureWritable();

@@ -26,8 +26,9 @@ export function installLifecycle(app: FastifyInstance): Lifecycle {
       return;
     }
     inFlight++;
-    // 'close' fires once per response, whether it finished or the client went away.
-    reply.raw.once('close', settle);
+    // 'close' fires once per response, whether it finished or the client went away (a plain listener:
+    // `once` would wrap it in a new function per request).
+    reply.raw.on('close', settle);
     done();
   });
 

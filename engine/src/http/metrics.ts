@@ -3,7 +3,7 @@
 // status and store health. Collected on scrape from the live objects, so they cannot drift.
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import fp from 'fastify-plugin';
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import type { RuntimeCache } from '../core/runtime-cache.js';
 import type { EngineStatus } from '../hub/protocol.js';
 import { usageReport } from '../store/usage-report.js';
@@ -19,26 +19,113 @@ export interface MetricsSources {
 
 export interface EngineMetrics {
   readonly registry: Registry;
-  readonly requests: Counter<'method' | 'route' | 'status'>;
-  readonly latency: Histogram<'method' | 'route'>;
+  /** Request counts and latencies, kept in plain numbers per series and read by the registry on scrape. */
+  readonly http: HttpRequestSeries;
+}
+
+const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10];
+
+/** One (method, route) pair: its latency buckets (not cumulative), sum and count, and counts per status. */
+interface RouteSeries {
+  readonly labels: { readonly method: string; readonly route: string };
+  readonly buckets: number[];
+  sum: number;
+  count: number;
+  readonly statuses: Map<number, number>;
+}
+
+/**
+ * What the request hook records per request, in plain numbers: prom-client's labelled children hash their
+ * label values on every call, which cost more than the encryption on a single-value request. The registry
+ * reads these on scrape: svc_http_requests_total through a Counter's collect(), and the latency histogram
+ * through an object of prom-client's metric shape (getForPromString), rendered by the same registry code
+ * as prom-client's own Histogram, so the exposition text is the same.
+ */
+export class HttpRequestSeries {
+  readonly #routes = new Map<string, RouteSeries>();
+
+  /** The series of a (method, route) pair; callers keep it per route so the lookup is rare. */
+  route(method: string, route: string): RouteSeries {
+    const key = `${method} ${route}`;
+    let series = this.#routes.get(key);
+    if (!series) {
+      series = { labels: { method, route }, buckets: new Array<number>(LATENCY_BUCKETS.length).fill(0), sum: 0, count: 0, statuses: new Map() };
+      this.#routes.set(key, series);
+    }
+    return series;
+  }
+
+  record(series: RouteSeries, status: number, seconds: number): void {
+    series.statuses.set(status, (series.statuses.get(status) ?? 0) + 1);
+    series.count++;
+    series.sum += seconds;
+    for (let i = 0; i < LATENCY_BUCKETS.length; i++) {
+      if (seconds <= (LATENCY_BUCKETS[i] as number)) {
+        (series.buckets[i] as number)++;
+        break;
+      }
+    }
+  }
+
+  routes(): IterableIterator<RouteSeries> {
+    return this.#routes.values();
+  }
+}
+
+/** The latency histogram in prom-client's metric shape, from the series (registered with registerMetric). */
+function latencyMetric(series: HttpRequestSeries) {
+  const name = 'svc_http_request_duration_seconds';
+  const help = 'HTTP request latency by method and route template';
+  const values = () => {
+    const out: { labels: Record<string, string | number>; sharedLabels: Record<string, string>; value: number; metricName: string }[] = [];
+    for (const s of series.routes()) {
+      const shared = { ...s.labels };
+      let cumulative = 0;
+      for (let i = 0; i < LATENCY_BUCKETS.length; i++) {
+        cumulative += s.buckets[i] as number;
+        out.push({ labels: { le: LATENCY_BUCKETS[i] as number }, sharedLabels: shared, value: cumulative, metricName: `${name}_bucket` });
+      }
+      out.push({ labels: { le: '+Inf' }, sharedLabels: shared, value: s.count, metricName: `${name}_bucket` });
+      out.push({ labels: {}, sharedLabels: shared, value: s.sum, metricName: `${name}_sum` });
+      out.push({ labels: {}, sharedLabels: shared, value: s.count, metricName: `${name}_count` });
+    }
+    return out;
+  };
+  return {
+    name,
+    help,
+    type: 'histogram',
+    aggregator: 'sum',
+    getForPromString: async () => ({ name, help, type: 'histogram', values: values(), aggregator: 'sum' }),
+    // The JSON form (getMetricsAsJSON), with the shared labels folded in as prom-client's Histogram does.
+    get: async () => ({
+      name,
+      help,
+      type: 'histogram',
+      aggregator: 'sum',
+      values: values().map(({ labels, sharedLabels, ...rest }) => ({ ...rest, labels: { ...labels, ...sharedLabels } })),
+    }),
+    reset: () => undefined,
+  };
 }
 
 export function createMetrics(sources: MetricsSources): EngineMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'svc_' });
-  const requests = new Counter({
+  const http = new HttpRequestSeries();
+  new Counter({
     name: 'svc_http_requests_total',
     help: 'HTTP requests by method, route template and status code',
     labelNames: ['method', 'route', 'status'] as const,
     registers: [registry],
+    collect() {
+      this.reset();
+      for (const s of http.routes()) {
+        for (const [status, count] of s.statuses) this.inc({ method: s.labels.method, route: s.labels.route, status: String(status) }, count);
+      }
+    },
   });
-  const latency = new Histogram({
-    name: 'svc_http_request_duration_seconds',
-    help: 'HTTP request latency by method and route template',
-    labelNames: ['method', 'route'] as const,
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
-    registers: [registry],
-  });
+  registry.registerMetric(latencyMetric(http) as unknown as Parameters<Registry['registerMetric']>[0]);
   const usage = (name: string, help: string, field: 'encryptions' | 'decryptions') =>
     new Counter({
       name,
@@ -123,27 +210,23 @@ export function createMetrics(sources: MetricsSources): EngineMetrics {
       },
     });
   }
-  return { registry, requests, latency };
+  return { registry, http };
 }
 
 /** Counts and times every request of the app it is registered on (root level, hence fastify-plugin). */
 export const requestMetrics = fp<{ metrics: EngineMetrics }>(
   async (app: FastifyInstance, { metrics }) => {
-    // Labelled children are looked up once per (method, route, status): resolving label objects on
-    // every request cost more than the encryption itself.
-    const counters = new Map<string, { inc(): void }>();
-    const timers = new Map<string, { observe(value: number): void }>();
+    const { http } = metrics;
+    // The series of each route template is looked up once per method; unknown paths share one label so
+    // scanners cannot blow up cardinality.
+    const byRoute = new Map<string, Map<string, ReturnType<HttpRequestSeries['route']>>>();
     app.addHook('onResponse', (request, reply, done) => {
-      // The route template, not the URL: unknown paths share one label so scanners cannot blow up cardinality.
       const route = request.routeOptions.url ?? 'unmatched';
-      const timerKey = `${request.method} ${route}`;
-      const counterKey = `${timerKey} ${reply.statusCode}`;
-      let counter = counters.get(counterKey);
-      if (!counter) counters.set(counterKey, (counter = metrics.requests.labels(request.method, route, String(reply.statusCode))));
-      let timer = timers.get(timerKey);
-      if (!timer) timers.set(timerKey, (timer = metrics.latency.labels(request.method, route)));
-      counter.inc();
-      timer.observe(reply.elapsedTime / 1000);
+      let methods = byRoute.get(route);
+      if (!methods) byRoute.set(route, (methods = new Map()));
+      let series = methods.get(request.method);
+      if (!series) methods.set(request.method, (series = http.route(request.method, route)));
+      http.record(series, reply.statusCode, reply.elapsedTime / 1000);
       done();
     });
   },

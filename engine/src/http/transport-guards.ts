@@ -2,7 +2,7 @@
 // connections, the time limit on receiving a request body, and the HTTP/1.1 checks Node would
 // otherwise answer with empty bodies (missing Host, unknown Expect), rendered in the error catalogue.
 // Streams keep their own timers (execution-stream.ts): they may last long while they keep moving.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Limits } from '../config.js';
 import { errors } from '../core/errors.js';
 import { NDJSON_TYPE } from './codecs/ndjson.js';
@@ -41,6 +41,24 @@ function refuseExpectations(app: FastifyInstance): void {
   });
 }
 
+/**
+ * Arms the request timeout, to fire at `deadline` (ms since the epoch), on a body that is still arriving
+ * (not for streams: they keep their own timers).
+ */
+function guardBody(request: FastifyRequest, reply: FastifyReply, deadline: number): void {
+  if (request.raw.complete || reply.sent || mediaType(request) === NDJSON_TYPE) return;
+  const timer = setTimeout(() => {
+    if (request.raw.complete || reply.sent) return;
+    const error = errors.requestTimeout();
+    reply.header('connection', 'close');
+    // While the body parser reads, failing its input makes it report the error through the one
+    // error handler; otherwise the answer is sent here. Either way the connection then closes.
+    if (request.raw.listenerCount('error') > 0) request.raw.emit('error', error);
+    else sendError(reply, error);
+  }, Math.max(0, deadline - Date.now()));
+  reply.raw.once('close', () => clearTimeout(timer));
+}
+
 export function installTransportGuards(app: FastifyInstance, limits: Limits): void {
   capConnections(app, limits.maxConnections);
   refuseExpectations(app);
@@ -52,21 +70,11 @@ export function installTransportGuards(app: FastifyInstance, limits: Limits): vo
       sendError(reply, errors.decode('the Host header is missing'));
       return;
     }
-    // A body already received (most small requests arrive with their headers) needs no timer.
-    if (request.raw.complete || mediaType(request) === NDJSON_TYPE) {
-      done();
-      return;
-    }
-    const timer = setTimeout(() => {
-      if (request.raw.complete || reply.sent) return;
-      const error = errors.requestTimeout();
-      reply.header('connection', 'close');
-      // While the body parser reads, failing its input makes it report the error through the one
-      // error handler; otherwise the answer is sent here. Either way the connection then closes.
-      if (request.raw.listenerCount('error') > 0) request.raw.emit('error', error);
-      else sendError(reply, error);
-    }, limits.requestTimeoutMs);
-    reply.raw.once('close', () => clearTimeout(timer));
+    // A body already received needs no timer. Most small requests arrive in the same read as their
+    // headers, but Node parses the rest of that read (setting `complete`) only after this hook: so the
+    // check is repeated once that I/O is done (setImmediate), and only a body still incomplete then gets
+    // its timer, for what is left of the limit counted from now.
+    if (!request.raw.complete) setImmediate(guardBody, request, reply, Date.now() + limits.requestTimeoutMs);
     done();
   });
 }
