@@ -14,6 +14,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { type Limits, loadConfig } from '../src/config.js';
 import { BINARY_FRAME_TYPE, decodeResponseFrame, encodeRequestFrame } from '../src/http/codecs/binary-frame.js';
 import { checkJsonLimits, JsonScanner } from '../src/http/json-body.js';
+import { createMetrics } from '../src/http/metrics.js';
 import { JSON_HEADERS, type TestApp, testApp } from './support/http.js';
 import { rawExchange } from './support/raw-socket.js';
 
@@ -248,6 +249,31 @@ describe('the event loop under the largest bodies (limits at their defaults, ove
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('the event-loop delay in /metrics', () => {
+  /** svc_nodejs_eventloop_lag_max_seconds as a scrape of GET /metrics reports it. */
+  async function scrapedMaxLag(app: TestApp['app']): Promise<number> {
+    const res = await app.inject({ method: 'GET', url: '/metrics' });
+    const line = /^svc_nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(res.body);
+    expect(line, res.body.slice(0, 200)).not.toBeNull();
+    return Number(line?.[1]);
+  }
+
+  it('reports a stall of the loop in the next scrape, and only in that one', async () => {
+    t = await testApp({ metrics: (cache) => createMetrics({ cache, engineVersion: 'test' }) });
+    await scrapedMaxLag(t.app); // a scrape starts the next interval
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    // Stands for any request that would hold the loop: 300 ms in which no callback runs.
+    const until = performance.now() + 300;
+    while (performance.now() < until);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const afterStall = await scrapedMaxLag(t.app);
+    expect(afterStall).toBeGreaterThanOrEqual(0.25);
+    expect(afterStall).toBeLessThan(10);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await scrapedMaxLag(t.app)).toBeLessThan(0.25);
   });
 });
 
