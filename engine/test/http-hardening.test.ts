@@ -26,8 +26,8 @@ afterEach(async () => {
   t = undefined;
 });
 
-async function listening(limits: Partial<Limits> = {}, logger?: FastifyBaseLogger): Promise<number> {
-  t = await testApp({ limits, logger });
+async function listening(limits: Partial<Limits> = {}, logger?: FastifyBaseLogger, withMetrics = false): Promise<number> {
+  t = await testApp({ limits, logger, ...(withMetrics ? { metrics: (cache) => createMetrics({ cache, engineVersion: 'test' }) } : {}) });
   await t.app.listen({ host: '127.0.0.1', port: 0 });
   return (t.app.server.address() as AddressInfo).port;
 }
@@ -396,7 +396,7 @@ describe('slow bodies', () => {
 });
 
 describe('connection limit', () => {
-  it('closes connections beyond SVC_MAX_CONNECTIONS at accept, says so in the log, and keeps serving the open ones', async () => {
+  it('closes connections beyond SVC_MAX_CONNECTIONS at accept, counts each in /metrics, says so in the log, and keeps serving the open ones', async () => {
     const logs: string[] = [];
     const sink = new Writable({
       write(line, _encoding, done) {
@@ -404,7 +404,7 @@ describe('connection limit', () => {
         done();
       },
     });
-    const port = await listening({ maxConnections: 3 }, pino({ level: 'warn' }, sink));
+    const port = await listening({ maxConnections: 3 }, pino({ level: 'warn' }, sink), true);
     const held: Socket[] = [];
     for (let i = 0; i < 3; i++) {
       const socket = connect(port, '127.0.0.1');
@@ -415,6 +415,8 @@ describe('connection limit', () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     const refused = await rawExchange(port, (s) => s.write('GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n'));
     expect(refused).toBe('');
+    // Two more within the log's 10 s interval: one log line, but every refusal counted.
+    for (let i = 0; i < 2; i++) expect(await rawExchange(port, (s) => s.write('GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n'))).toBe('');
     expect(logs.map((l) => JSON.parse(l))).toContainEqual(
       expect.objectContaining({ level: 40, dropped: 1, maxConnections: 3, msg: expect.stringContaining('connection limit reached (SVC_MAX_CONNECTIONS)') }),
     );
@@ -428,6 +430,8 @@ describe('connection limit', () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     const again = await fetch(`http://127.0.0.1:${port}/api/health`, { headers: { connection: 'close' } });
     expect(again.status).toBe(200);
+    const metrics = await fetch(`http://127.0.0.1:${port}/metrics`, { headers: { connection: 'close' } });
+    expect(await metrics.text()).toMatch(/^svc_http_connections_refused_total 3$/m);
   });
 });
 

@@ -21,6 +21,8 @@ export interface EngineMetrics {
   readonly registry: Registry;
   readonly requests: Counter<'method' | 'route' | 'status'>;
   readonly latency: Histogram<'method' | 'route'>;
+  /** Connections closed at accept because the listener had SVC_MAX_CONNECTIONS open (transport-guards.ts). */
+  readonly connectionsRefused: Counter;
 }
 
 export function createMetrics(sources: MetricsSources): EngineMetrics {
@@ -37,6 +39,11 @@ export function createMetrics(sources: MetricsSources): EngineMetrics {
     help: 'HTTP request latency by method and route template',
     labelNames: ['method', 'route'] as const,
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
+    registers: [registry],
+  });
+  const connectionsRefused = new Counter({
+    name: 'svc_http_connections_refused_total',
+    help: 'Connections closed at accept because SVC_MAX_CONNECTIONS were open',
     registers: [registry],
   });
   const usage = (name: string, help: string, field: 'encryptions' | 'decryptions') =>
@@ -123,7 +130,7 @@ export function createMetrics(sources: MetricsSources): EngineMetrics {
       },
     });
   }
-  return { registry, requests, latency };
+  return { registry, requests, latency, connectionsRefused };
 }
 
 /** Counts and times every request of the app it is registered on (root level, hence fastify-plugin). */
