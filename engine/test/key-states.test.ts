@@ -4,6 +4,7 @@
 // DESTROYED kept apart; the minimum decryption version; ill-formed runtime versions refused.
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { type AuditEvent, type AuditSink, AuditTrail } from '../src/core/audit.js';
 import { ExecutionService } from '../src/core/execution-service.js';
 import { wrapKey } from '../src/core/key-wrap.js';
 import { RuntimeCache } from '../src/core/runtime-cache.js';
@@ -206,6 +207,39 @@ describe('key states', () => {
     // A sync listing the destroyed version does not bring other material under its name.
     await manager.apply({ keys: { mode: 'upsert', records: [{ alias: 'ops-gcm', version: 1, algorithm: 'AES-256-GCM', status: 'ACTIVE', material: v1 }] } });
     expect(manager.cache.current.key('ops-gcm', 1)).toBeUndefined();
+  });
+
+  it('destroys a RETIRED version over HTTP once the grace period (0 here) is over: the documented answer, a warning, an audit event, and only its ciphertexts stop decrypting', async () => {
+    const lines: string[] = [];
+    const sink: AuditSink = { name: 'memory', write: (line) => void lines.push(line), writable: () => true, flush: async () => {}, close: async () => {} };
+    const trail = new AuditTrail([sink], { failClosed: false, fingerprintKey: Buffer.alloc(32, 4) });
+    w = await operationsWorld({ keyDestroyGraceMs: 0, audit: trail });
+    await call(w, 'POST', '/cache/keys/sync', { key: keyRecord(w, 1, randomBytes(32)) });
+    await call(w, 'POST', '/cache/policies/sync', { policy: policy('P') });
+    const underV1 = (await encrypt(w, 'under version 1')).json().data as string;
+    const v2 = keyRecord(w, 2, randomBytes(32));
+    await call(w, 'POST', '/cache/keys/sync', { key: v2 });
+    const underV2 = (await encrypt(w, 'under version 2')).json().data as string;
+    // Version 1 is no longer listed: RETIRED, still decrypting.
+    expect((await call(w, 'POST', '/cache/keys/sync-all', { keys: [v2] })).statusCode).toBe(200);
+    expect((await decrypt(w, underV1)).json().data).toBe('under version 1');
+
+    const destroyed = await call(w, 'POST', '/keys/destroy', { alias: 'ops-gcm', version: 1 });
+    expect(destroyed.statusCode).toBe(200);
+    expect(destroyed.json()).toEqual({ success: true, alias: 'ops-gcm', version: 1, status: 'DESTROYED' });
+    expect(w.logs.map((l) => JSON.parse(l))).toContainEqual(
+      expect.objectContaining({ level: 40, alias: 'ops-gcm', version: 1, msg: expect.stringMatching(/^key version DESTROYED/) }),
+    );
+    const events = lines.map((l) => JSON.parse(l) as AuditEvent);
+    expect(events.filter((e) => e.operation === 'keys/destroy')).toMatchObject([
+      { transport: 'operations', operation: 'keys/destroy', outcome: { result: 'ok', status: 200 } },
+    ]);
+
+    const gone = await decrypt(w, underV1);
+    expect(gone.statusCode).toBe(404);
+    expect(gone.json()).toEqual({ success: false, error: 'key not found: ops-gcm version 1' });
+    expect((await decrypt(w, underV2)).json().data).toBe('under version 2');
+    expect((await encrypt(w, 'after')).statusCode).toBe(200);
   });
 
   it('refuses decryption below the minimum decryption version (hub field and operator endpoint) and keeps the versions', async () => {
