@@ -268,6 +268,36 @@ describe('key states', () => {
     expect(response.statusCode).toBe(400);
     expect(response.json()).toEqual({ error: 'runtimeVersion must be well-formed Unicode (it contains a lone surrogate)' });
   });
+
+  it('refuses a hub heartbeat answer whose runtime version holds a lone surrogate, keeping the current runtime', async () => {
+    const answer = { runtimeVersion: 'hub-\ud800', keyMaterial: randomBytes(32) };
+    // A hub answering every heartbeat with runtimeChanged and a snapshot that could be applied as it is.
+    const hub: FetchLike = async () =>
+      new Response(
+        JSON.stringify({
+          runtimeVersion: answer.runtimeVersion,
+          runtimeChanged: true,
+          snapshot: { policies: [policy('P'), policy('Q')], keys: [keyRecord(w as OperationsWorld, 1, answer.keyMaterial)] },
+          serverTime: new Date().toISOString(),
+        }),
+        { status: 200, headers: { 'content-type': 'application/json' } },
+      );
+    w = await operationsWorld({ fetch: hub });
+    await call(w, 'POST', '/cache/keys/sync', { key: keyRecord(w, 1, answer.keyMaterial) });
+    await call(w, 'POST', '/cache/policies/sync', { policy: policy('P'), runtimeVersion: 'real-1' });
+
+    const refused = await call(w, 'POST', '/runtime/heartbeat');
+    expect(refused.statusCode).toBe(502);
+    expect(refused.json().error).toBe('hub sent an invalid snapshot: runtimeVersion must be well-formed Unicode (it contains a lone surrogate)');
+    const info = (await call(w, 'GET', '/runtime/info')).json();
+    expect(info.lastApplyError).toBe('hub sent an invalid snapshot: runtimeVersion must be well-formed Unicode (it contains a lone surrogate)');
+    expect((await call(w, 'GET', '/cache/status')).json()).toEqual({ policyCount: 1, keyCount: 1 });
+    expect((await w.store.load()).snapshot.runtimeVersion).toBe('real-1');
+
+    // The same snapshot under a well-formed version is applied: the version alone was refused.
+    answer.runtimeVersion = 'hub-2';
+    expect((await call(w, 'POST', '/runtime/heartbeat')).json()).toMatchObject({ applied: true, runtimeVersion: 'hub-2', policyCount: 2 });
+  });
 });
 
 describe('store writes follow the change', () => {
