@@ -10,12 +10,15 @@ import { type AddressInfo, connect, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { type Limits, loadConfig } from '../src/config.js';
 import { BINARY_FRAME_TYPE, decodeResponseFrame, encodeRequestFrame } from '../src/http/codecs/binary-frame.js';
 import { checkJsonLimits, JsonScanner } from '../src/http/json-body.js';
+import { buildOperationsApp } from '../src/http/app.js';
 import { createMetrics } from '../src/http/metrics.js';
+import { closeSharedDb } from './support/hub-fixtures.js';
 import { JSON_HEADERS, type TestApp, testApp } from './support/http.js';
+import { operationsWorld } from './support/operations-fixtures.js';
 import { rawExchange } from './support/raw-socket.js';
 
 const NDJSON = { 'content-type': 'application/x-ndjson' };
@@ -25,6 +28,8 @@ afterEach(async () => {
   await t?.app.close();
   t = undefined;
 });
+
+afterAll(closeSharedDb);
 
 async function listening(limits: Partial<Limits> = {}, logger?: FastifyBaseLogger, withMetrics = false): Promise<number> {
   t = await testApp({ limits, logger, ...(withMetrics ? { metrics: (cache) => createMetrics({ cache, engineVersion: 'test' }) } : {}) });
@@ -161,10 +166,10 @@ async function stalls(limit: number, work: () => Promise<void>): Promise<number[
  * Posts a body built by `source` (JavaScript evaluating to a string) from a separate process, so the
  * client's own work does not count as the engine's; resolves with the status and a summary of the answer.
  */
-async function postFromChild(port: number, source: string): Promise<{ status: number; summary: Record<string, unknown> }> {
+async function postFromChild(port: number, source: string, path = '/api/encrypt/batch'): Promise<{ status: number; summary: Record<string, unknown> }> {
   const script = `
     const body = ${source};
-    const res = await fetch('http://127.0.0.1:${port}/api/encrypt/batch', { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const res = await fetch('http://127.0.0.1:${port}${path}', { method: 'POST', headers: { 'content-type': 'application/json' }, body });
     const answer = JSON.parse(await res.text());
     const last = answer.results?.at(-1);
     process.stdout.write(JSON.stringify({ status: res.status, summary: { ...answer, results: undefined, last, resultCount: answer.results?.length } }));
@@ -196,6 +201,25 @@ describe('the event loop under the largest bodies (limits at their defaults, ove
       expect(answer?.status).toBe(400);
       expect(answer?.summary.error).toMatch(/^decode request: JSON (nested deeper than 32 levels|holds more than 200000 values)$/);
       expect(Math.min(...seen), `longest event-loop stalls in ms: ${seen.join(', ')}`).toBeLessThan(100);
+    }
+  });
+
+  it('refuses 32 MiB of nested arrays on the operations identity route (open to whoever reaches it) with 400 without stalling other requests 100 ms', async () => {
+    const world = await operationsWorld({ registered: false });
+    const ops = await buildOperationsApp({ operations: world.deps, limits: defaults });
+    try {
+      await ops.app.listen({ host: '127.0.0.1', port: 0 });
+      const port = (ops.app.server.address() as AddressInfo).port;
+      let answer: { status: number; summary: Record<string, unknown> } | undefined;
+      const seen = await stalls(100, async () => {
+        answer = await postFromChild(port, `'{"hubUrl":' + '['.repeat(${half - 8}) + ']'.repeat(${half - 8}) + '}'`, '/engine/api/v1/runtime/identity');
+      });
+      expect(answer).toEqual({ status: 400, summary: { error: 'decode request: JSON nested deeper than 32 levels' } });
+      expect(Math.min(...seen), `longest event-loop stalls in ms: ${seen.join(', ')}`).toBeLessThan(100);
+      expect(world.agent.status).toBe('UNREGISTERED');
+    } finally {
+      await ops.app.close();
+      await world.close();
     }
   });
 
