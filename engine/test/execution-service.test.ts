@@ -184,6 +184,20 @@ describe('policy resolution', () => {
     expect(gcm[0]).not.toBe(gcm[1]);
     expect(siv[0]).toBe(siv[1]);
   });
+
+  // docs/api.md, "Ciphertext format": AES-SIV reveals equality and the length of each value. This pins
+  // that documented leak; if padding ever hides the length, the docs must change with this test.
+  it('reveals the plaintext length under SIV, as documented: 6 + 16 + n bytes before base64', () => {
+    const lengths = [0, 1, 2, 15, 16, 17, 100, 1000].map((n) => {
+      const { data } = service.encryptOne({ data: 'x'.repeat(n), policyCode: 'PII_SIV' });
+      return Buffer.from(data.slice('hub:PII_SIV:'.length), 'base64url').length;
+    });
+    expect(lengths).toEqual([0, 1, 2, 15, 16, 17, 100, 1000].map((n) => 6 + 16 + n));
+    // Values of equal length stay the same length however different, so only the length shows.
+    const [a, b] = ['alice', 'bobby'].map((data) => service.encryptOne({ data, policyCode: 'PII_SIV' }).data);
+    expect(a).not.toBe(b);
+    expect(a?.length).toBe(b?.length);
+  });
 });
 
 describe('key rotation and statuses', () => {

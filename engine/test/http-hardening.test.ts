@@ -10,11 +10,15 @@ import { type AddressInfo, connect, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { type Limits, loadConfig } from '../src/config.js';
 import { BINARY_FRAME_TYPE, decodeResponseFrame, encodeRequestFrame } from '../src/http/codecs/binary-frame.js';
 import { checkJsonLimits, JsonScanner } from '../src/http/json-body.js';
+import { buildOperationsApp } from '../src/http/app.js';
+import { createMetrics } from '../src/http/metrics.js';
+import { closeSharedDb } from './support/hub-fixtures.js';
 import { JSON_HEADERS, type TestApp, testApp } from './support/http.js';
+import { operationsWorld } from './support/operations-fixtures.js';
 import { rawExchange } from './support/raw-socket.js';
 
 const NDJSON = { 'content-type': 'application/x-ndjson' };
@@ -25,8 +29,10 @@ afterEach(async () => {
   t = undefined;
 });
 
-async function listening(limits: Partial<Limits> = {}, logger?: FastifyBaseLogger): Promise<number> {
-  t = await testApp({ limits, logger });
+afterAll(closeSharedDb);
+
+async function listening(limits: Partial<Limits> = {}, logger?: FastifyBaseLogger, withMetrics = false): Promise<number> {
+  t = await testApp({ limits, logger, ...(withMetrics ? { metrics: (cache) => createMetrics({ cache, engineVersion: 'test' }) } : {}) });
   await t.app.listen({ host: '127.0.0.1', port: 0 });
   return (t.app.server.address() as AddressInfo).port;
 }
@@ -123,15 +129,21 @@ describe('JSON bodies that would make parsing expensive', () => {
 
 /**
  * The longest the event loop went without running a 1 ms timer while `work` ran: how long any other
- * request would have waited. (monitorEventLoopDelay's histogram misses single long stalls.)
+ * request would have waited. (monitorEventLoopDelay's histogram misses single long stalls.) A gap counts
+ * for no more than the CPU this process used during it: on a shared machine the process can wait for a
+ * core while other processes run, which is the machine's load, not a stall the engine caused. A stall the
+ * engine causes is CPU spent without yielding, and shows in both.
  */
 async function longestStall(work: () => Promise<void>): Promise<number> {
   let last = performance.now();
+  let lastCpu = process.cpuUsage();
   let longest = 0;
   const probe = setInterval(() => {
     const now = performance.now();
-    longest = Math.max(longest, now - last);
+    const cpu = process.cpuUsage(lastCpu);
+    longest = Math.max(longest, Math.min(now - last, (cpu.user + cpu.system) / 1000));
     last = now;
+    lastCpu = process.cpuUsage();
   }, 1);
   try {
     await work();
@@ -160,10 +172,10 @@ async function stalls(limit: number, work: () => Promise<void>): Promise<number[
  * Posts a body built by `source` (JavaScript evaluating to a string) from a separate process, so the
  * client's own work does not count as the engine's; resolves with the status and a summary of the answer.
  */
-async function postFromChild(port: number, source: string): Promise<{ status: number; summary: Record<string, unknown> }> {
+async function postFromChild(port: number, source: string, path = '/api/encrypt/batch'): Promise<{ status: number; summary: Record<string, unknown> }> {
   const script = `
     const body = ${source};
-    const res = await fetch('http://127.0.0.1:${port}/api/encrypt/batch', { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const res = await fetch('http://127.0.0.1:${port}${path}', { method: 'POST', headers: { 'content-type': 'application/json' }, body });
     const answer = JSON.parse(await res.text());
     const last = answer.results?.at(-1);
     process.stdout.write(JSON.stringify({ status: res.status, summary: { ...answer, results: undefined, last, resultCount: answer.results?.length } }));
@@ -198,6 +210,25 @@ describe('the event loop under the largest bodies (limits at their defaults, ove
     }
   });
 
+  it('refuses 32 MiB of nested arrays on the operations identity route (open to whoever reaches it) with 400 without stalling other requests 100 ms', async () => {
+    const world = await operationsWorld({ registered: false });
+    const ops = await buildOperationsApp({ operations: world.deps, limits: defaults });
+    try {
+      await ops.app.listen({ host: '127.0.0.1', port: 0 });
+      const port = (ops.app.server.address() as AddressInfo).port;
+      let answer: { status: number; summary: Record<string, unknown> } | undefined;
+      const seen = await stalls(100, async () => {
+        answer = await postFromChild(port, `'{"hubUrl":' + '['.repeat(${half - 8}) + ']'.repeat(${half - 8}) + '}'`, '/engine/api/v1/runtime/identity');
+      });
+      expect(answer).toEqual({ status: 400, summary: { error: 'decode request: JSON nested deeper than 32 levels' } });
+      expect(Math.min(...seen), `longest event-loop stalls in ms: ${seen.join(', ')}`).toBeLessThan(100);
+      expect(world.agent.status).toBe('UNREGISTERED');
+    } finally {
+      await ops.app.close();
+      await world.close();
+    }
+  });
+
   it('processes a batch of the largest size (10000 items, 32 MiB) without stalling other requests 100 ms', async () => {
     const port = await listening(defaults);
     for (const policyCode of ['PII_GCM', 'PII_SIV']) {
@@ -220,9 +251,9 @@ describe('the event loop under the largest bodies (limits at their defaults, ove
     }
   });
 
-  // Slicing took the largest frame from one 1.4 s stall to a few of about 150 ms (the frame's decoding
-  // and its response's encoding, each in one piece); the bound below holds that gain.
-  it('processes a binary-frame batch of the largest size in slices, never stalling other requests 400 ms', async () => {
+  // The frame is decoded in steps and its answer encoded in slices, as its items are processed: in one
+  // piece each took 100 ms and more for a frame of the largest size.
+  it('decodes, processes and answers a binary-frame batch of the largest size in slices, never stalling other requests 100 ms', async () => {
     const port = await listening(defaults);
     const dir = await mkdtemp(join(tmpdir(), 'svc-frame-'));
     try {
@@ -236,7 +267,7 @@ describe('the event loop under the largest bodies (limits at their defaults, ove
         writeFileSync(${JSON.stringify(response)}, Buffer.from(await res.arrayBuffer()));
         process.exit(res.status === 200 ? 0 : 1);
       `;
-      const seen = await stalls(400, async () => {
+      const seen = await stalls(100, async () => {
         const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: 'inherit' });
         const [code] = (await once(child, 'exit')) as [number];
         expect(code).toBe(0);
@@ -244,10 +275,35 @@ describe('the event loop under the largest bodies (limits at their defaults, ove
       const frame = decodeResponseFrame(await readFile(response));
       expect(frame.totals).toMatchObject({ totalSuccess: 10_000, totalFailed: 0 });
       expect(frame.items).toHaveLength(10_000);
-      expect(Math.min(...seen), `longest event-loop stalls in ms: ${seen.join(', ')}`).toBeLessThan(400);
+      expect(Math.min(...seen), `longest event-loop stalls in ms: ${seen.join(', ')}`).toBeLessThan(100);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('the event-loop delay in /metrics', () => {
+  /** svc_nodejs_eventloop_lag_max_seconds as a scrape of GET /metrics reports it. */
+  async function scrapedMaxLag(app: TestApp['app']): Promise<number> {
+    const res = await app.inject({ method: 'GET', url: '/metrics' });
+    const line = /^svc_nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(res.body);
+    expect(line, res.body.slice(0, 200)).not.toBeNull();
+    return Number(line?.[1]);
+  }
+
+  it('reports a stall of the loop in the next scrape, and only in that one', async () => {
+    t = await testApp({ metrics: (cache) => createMetrics({ cache, engineVersion: 'test' }) });
+    await scrapedMaxLag(t.app); // a scrape starts the next interval
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    // Stands for any request that would hold the loop: 300 ms in which no callback runs.
+    const until = performance.now() + 300;
+    while (performance.now() < until);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const afterStall = await scrapedMaxLag(t.app);
+    expect(afterStall).toBeGreaterThanOrEqual(0.25);
+    expect(afterStall).toBeLessThan(10);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await scrapedMaxLag(t.app)).toBeLessThan(0.25);
   });
 });
 
@@ -370,7 +426,7 @@ describe('slow bodies', () => {
 });
 
 describe('connection limit', () => {
-  it('closes connections beyond SVC_MAX_CONNECTIONS at accept, says so in the log, and keeps serving the open ones', async () => {
+  it('closes connections beyond SVC_MAX_CONNECTIONS at accept, counts each in /metrics, says so in the log, and keeps serving the open ones', async () => {
     const logs: string[] = [];
     const sink = new Writable({
       write(line, _encoding, done) {
@@ -378,7 +434,7 @@ describe('connection limit', () => {
         done();
       },
     });
-    const port = await listening({ maxConnections: 3 }, pino({ level: 'warn' }, sink));
+    const port = await listening({ maxConnections: 3 }, pino({ level: 'warn' }, sink), true);
     const held: Socket[] = [];
     for (let i = 0; i < 3; i++) {
       const socket = connect(port, '127.0.0.1');
@@ -389,6 +445,8 @@ describe('connection limit', () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     const refused = await rawExchange(port, (s) => s.write('GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n'));
     expect(refused).toBe('');
+    // Two more within the log's 10 s interval: one log line, but every refusal counted.
+    for (let i = 0; i < 2; i++) expect(await rawExchange(port, (s) => s.write('GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n'))).toBe('');
     expect(logs.map((l) => JSON.parse(l))).toContainEqual(
       expect.objectContaining({ level: 40, dropped: 1, maxConnections: 3, msg: expect.stringContaining('connection limit reached (SVC_MAX_CONNECTIONS)') }),
     );
@@ -402,6 +460,8 @@ describe('connection limit', () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     const again = await fetch(`http://127.0.0.1:${port}/api/health`, { headers: { connection: 'close' } });
     expect(again.status).toBe(200);
+    const metrics = await fetch(`http://127.0.0.1:${port}/metrics`, { headers: { connection: 'close' } });
+    expect(await metrics.text()).toMatch(/^svc_http_connections_refused_total 3$/m);
   });
 });
 

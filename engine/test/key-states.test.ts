@@ -4,6 +4,7 @@
 // DESTROYED kept apart; the minimum decryption version; ill-formed runtime versions refused.
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { type AuditEvent, type AuditSink, AuditTrail } from '../src/core/audit.js';
 import { ExecutionService } from '../src/core/execution-service.js';
 import { wrapKey } from '../src/core/key-wrap.js';
 import { RuntimeCache } from '../src/core/runtime-cache.js';
@@ -208,6 +209,39 @@ describe('key states', () => {
     expect(manager.cache.current.key('ops-gcm', 1)).toBeUndefined();
   });
 
+  it('destroys a RETIRED version over HTTP once the grace period (0 here) is over: the documented answer, a warning, an audit event, and only its ciphertexts stop decrypting', async () => {
+    const lines: string[] = [];
+    const sink: AuditSink = { name: 'memory', write: (line) => void lines.push(line), writable: () => true, flush: async () => {}, close: async () => {} };
+    const trail = new AuditTrail([sink], { failClosed: false, fingerprintKey: Buffer.alloc(32, 4) });
+    w = await operationsWorld({ keyDestroyGraceMs: 0, audit: trail });
+    await call(w, 'POST', '/cache/keys/sync', { key: keyRecord(w, 1, randomBytes(32)) });
+    await call(w, 'POST', '/cache/policies/sync', { policy: policy('P') });
+    const underV1 = (await encrypt(w, 'under version 1')).json().data as string;
+    const v2 = keyRecord(w, 2, randomBytes(32));
+    await call(w, 'POST', '/cache/keys/sync', { key: v2 });
+    const underV2 = (await encrypt(w, 'under version 2')).json().data as string;
+    // Version 1 is no longer listed: RETIRED, still decrypting.
+    expect((await call(w, 'POST', '/cache/keys/sync-all', { keys: [v2] })).statusCode).toBe(200);
+    expect((await decrypt(w, underV1)).json().data).toBe('under version 1');
+
+    const destroyed = await call(w, 'POST', '/keys/destroy', { alias: 'ops-gcm', version: 1 });
+    expect(destroyed.statusCode).toBe(200);
+    expect(destroyed.json()).toEqual({ success: true, alias: 'ops-gcm', version: 1, status: 'DESTROYED' });
+    expect(w.logs.map((l) => JSON.parse(l))).toContainEqual(
+      expect.objectContaining({ level: 40, alias: 'ops-gcm', version: 1, msg: expect.stringMatching(/^key version DESTROYED/) }),
+    );
+    const events = lines.map((l) => JSON.parse(l) as AuditEvent);
+    expect(events.filter((e) => e.operation === 'keys/destroy')).toMatchObject([
+      { transport: 'operations', operation: 'keys/destroy', outcome: { result: 'ok', status: 200 } },
+    ]);
+
+    const gone = await decrypt(w, underV1);
+    expect(gone.statusCode).toBe(404);
+    expect(gone.json()).toEqual({ success: false, error: 'key not found: ops-gcm version 1' });
+    expect((await decrypt(w, underV2)).json().data).toBe('under version 2');
+    expect((await encrypt(w, 'after')).statusCode).toBe(200);
+  });
+
   it('refuses decryption below the minimum decryption version (hub field and operator endpoint) and keeps the versions', async () => {
     w = await operationsWorld();
     const v1 = randomBytes(32);
@@ -233,6 +267,36 @@ describe('key states', () => {
     const response = await call(w, 'POST', '/cache/policies/sync', { policy: policy('P'), runtimeVersion: 'v\ud800' });
     expect(response.statusCode).toBe(400);
     expect(response.json()).toEqual({ error: 'runtimeVersion must be well-formed Unicode (it contains a lone surrogate)' });
+  });
+
+  it('refuses a hub heartbeat answer whose runtime version holds a lone surrogate, keeping the current runtime', async () => {
+    const answer = { runtimeVersion: 'hub-\ud800', keyMaterial: randomBytes(32) };
+    // A hub answering every heartbeat with runtimeChanged and a snapshot that could be applied as it is.
+    const hub: FetchLike = async () =>
+      new Response(
+        JSON.stringify({
+          runtimeVersion: answer.runtimeVersion,
+          runtimeChanged: true,
+          snapshot: { policies: [policy('P'), policy('Q')], keys: [keyRecord(w as OperationsWorld, 1, answer.keyMaterial)] },
+          serverTime: new Date().toISOString(),
+        }),
+        { status: 200, headers: { 'content-type': 'application/json' } },
+      );
+    w = await operationsWorld({ fetch: hub });
+    await call(w, 'POST', '/cache/keys/sync', { key: keyRecord(w, 1, answer.keyMaterial) });
+    await call(w, 'POST', '/cache/policies/sync', { policy: policy('P'), runtimeVersion: 'real-1' });
+
+    const refused = await call(w, 'POST', '/runtime/heartbeat');
+    expect(refused.statusCode).toBe(502);
+    expect(refused.json().error).toBe('hub sent an invalid snapshot: runtimeVersion must be well-formed Unicode (it contains a lone surrogate)');
+    const info = (await call(w, 'GET', '/runtime/info')).json();
+    expect(info.lastApplyError).toBe('hub sent an invalid snapshot: runtimeVersion must be well-formed Unicode (it contains a lone surrogate)');
+    expect((await call(w, 'GET', '/cache/status')).json()).toEqual({ policyCount: 1, keyCount: 1 });
+    expect((await w.store.load()).snapshot.runtimeVersion).toBe('real-1');
+
+    // The same snapshot under a well-formed version is applied: the version alone was refused.
+    answer.runtimeVersion = 'hub-2';
+    expect((await call(w, 'POST', '/runtime/heartbeat')).json()).toMatchObject({ applied: true, runtimeVersion: 'hub-2', policyCount: 2 });
   });
 });
 

@@ -69,6 +69,19 @@ describe('seed', () => {
     );
   });
 
+  it('refuses a bootstrap file whose runtimeVersion holds a lone surrogate, and stores nothing of it', async () => {
+    const id = `seed-${randomBytes(4).toString('hex')}`;
+    const file = join(dir, 'bootstrap.json');
+    // As an editor or a generator writes it: a JSON escape for half of a surrogate pair.
+    await writeFile(file, JSON.stringify(bootstrap(1)).replace('"boot-1"', '"boot-\\ud800"'));
+    await expect(seed(await manager(id), { bootstrapFile: file, devMode: false, dataDir: dir, masterKey }, silentLogger)).rejects.toThrow(
+      'bootstrap: runtimeVersion must be well-formed Unicode (it contains a lone surrogate)',
+    );
+    const restarted = await manager(id);
+    expect(restarted.cache.current.keys).toEqual([]);
+    expect(restarted.cache.current.runtimeVersion).toBe('');
+  });
+
   it('generates the dev demo policies once and keeps the same keys on later starts', async () => {
     const id = `seed-${randomBytes(4).toString('hex')}`;
     const first = await manager(id);

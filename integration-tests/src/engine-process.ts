@@ -20,6 +20,8 @@ export interface EngineOptions {
   readonly opsPort?: number;
   /** How long to wait for health; default 30 s. */
   readonly startTimeoutMs?: number;
+  /** The data directory of an engine stopped before (same store, another environment); default: a new one. */
+  readonly dataDir?: string;
 }
 
 export interface RunningEngine {
@@ -46,7 +48,7 @@ export interface RunningEngine {
 export const ENGINE_MAIN = join(REPO_ROOT, 'engine', 'dist', 'main.js');
 
 export async function startEngine(options: EngineOptions = {}): Promise<RunningEngine> {
-  const dataDir = await mkdtemp(join(tmpdir(), 'svc-engine-'));
+  const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), 'svc-engine-')));
   const port = options.port ?? (await freePort());
   // SVC_OPS_SHARED=true puts the operations API on the execution listener (then opsUrl is url).
   const shared = options.env?.SVC_OPS_SHARED === 'true';

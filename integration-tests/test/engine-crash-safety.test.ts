@@ -1,15 +1,16 @@
 // The engine as a real process against crashes and damage: usage counts survive a SIGKILL (they are
 // reserved ahead in the store), the data directory and the store's files are private to the engine's
-// user, a damaged embedded store stops start-up with a message naming the directory and the way
-// back, and the operations API is not on the execution listener unless chosen.
+// user, a damaged store (embedded, or PostgreSQL through DATABASE_URL) stops start-up with a message
+// naming it and the way back, and the operations API is not on the execution listener unless chosen.
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readdir, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, expect, it } from 'vitest';
+import { afterAll, afterEach, expect, inject, it } from 'vitest';
 import { engineClient } from '../src/engine-client.js';
 import { type SupervisedEngine, superviseEngine } from '../src/engine-supervisor.js';
 import { type RunningEngine, startEngine } from '../src/engine-process.js';
+import { createDatabase, dropDatabase, withClient } from '../src/postgres-harness.js';
 import { testBootstrap } from '../src/test-policies.js';
 
 const TENANT = 'tenant-crash-safety';
@@ -18,6 +19,9 @@ const engines: (RunningEngine | SupervisedEngine)[] = [];
 afterEach(async () => {
   for (const engine of engines.splice(0)) await engine.dispose();
 });
+
+const DAMAGED_DB = 'svc_engine_damaged_it';
+afterAll(() => dropDatabase(inject('databaseUrl'), DAMAGED_DB));
 
 async function register(opsUrl: string): Promise<void> {
   // No hub answers there: the engine stays OFFLINE, which is all the operations calls need.
@@ -98,6 +102,23 @@ it('stops with a message naming the damaged embedded store and the way back', as
   expect(failure).toContain(`the embedded store directory ${join(engine.dataDir, 'store')} is damaged`);
   expect(failure).toContain('restore that directory from a backup');
   expect(failure).not.toContain('Build with -sASSERTIONS');
+});
+
+it('stops with a message naming the damaged PostgreSQL store and the way back when its key rows are deleted', async () => {
+  const adminUrl = inject('databaseUrl');
+  const storeUrl = await createDatabase(adminUrl, DAMAGED_DB);
+  const engine = await startEngine({ bootstrap: testBootstrap(), env: { DATABASE_URL: storeUrl } });
+  engines.push(engine);
+  await engine.stop();
+  const deleted = await withClient(storeUrl, (c) => c.query("delete from svc_engine.keys where engine_id = 'default'"));
+  expect(deleted.rowCount).toBeGreaterThan(0);
+  const failure = await engine.restart().then(
+    () => undefined,
+    (error: Error) => error.message,
+  );
+  expect(failure).toMatch(/the snapshot store at postgres\S+\/svc_engine_damaged_it \(engine id default\) is damaged: it holds 0 key versions instead of [1-9]/);
+  expect(failure).toContain('Refusing to start rather than serve a partial runtime');
+  expect(failure).toContain('See docs/operations.md#damaged-store.');
 });
 
 it('serves the operations API on its own loopback listener, not on the execution one', async () => {

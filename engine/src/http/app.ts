@@ -53,7 +53,7 @@ export interface EngineApp {
   readonly lifecycle: Lifecycle;
 }
 
-function createFastify(limits: Limits, logger: FastifyBaseLogger | undefined): FastifyInstance {
+function createFastify(limits: Limits, logger: FastifyBaseLogger | undefined, metrics: EngineMetrics | undefined): FastifyInstance {
   const verbose = logger !== undefined && ['debug', 'trace'].includes(logger.level);
   const app = Fastify({
     ...(logger ? { loggerInstance: logger } : { logger: false }),
@@ -85,7 +85,7 @@ function createFastify(limits: Limits, logger: FastifyBaseLogger | undefined): F
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) =>
     parseJsonBody(body as Buffer, json, done),
   );
-  installTransportGuards(app, limits);
+  installTransportGuards(app, limits, metrics);
   if (verbose) {
     app.addHook('onResponse', (request, reply, done) => {
       // The path only: a query may carry a token (statsTargetUrl=…?token=…) and is never logged.
@@ -99,7 +99,7 @@ function createFastify(limits: Limits, logger: FastifyBaseLogger | undefined): F
 
 export async function buildApp(deps: AppDeps): Promise<EngineApp> {
   const { limits } = deps;
-  const app = createFastify(limits, deps.logger);
+  const app = createFastify(limits, deps.logger, deps.metrics);
   installErrorHandler(app, limits.bodyLimitBytes);
   installMethodGuard(app);
   const lifecycle = installLifecycle(app);
@@ -140,7 +140,7 @@ export async function buildApp(deps: AppDeps): Promise<EngineApp> {
  * application network (SVC_OPS_HOST / SVC_OPS_PORT).
  */
 export async function buildOperationsApp(deps: OperationsAppDeps): Promise<EngineApp> {
-  const app = createFastify(deps.limits, deps.logger);
+  const app = createFastify(deps.limits, deps.logger, deps.metrics);
   installErrorHandler(app, deps.limits.bodyLimitBytes);
   installMethodGuard(app);
   const lifecycle = installLifecycle(app);

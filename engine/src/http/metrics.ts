@@ -21,6 +21,8 @@ export interface EngineMetrics {
   readonly registry: Registry;
   /** Request counts and latencies, kept in plain numbers per series and read by the registry on scrape. */
   readonly http: HttpRequestSeries;
+  /** Connections closed at accept because the listener had SVC_MAX_CONNECTIONS open (transport-guards.ts). */
+  readonly connectionsRefused: Counter;
 }
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10];
@@ -126,6 +128,11 @@ export function createMetrics(sources: MetricsSources): EngineMetrics {
     },
   });
   registry.registerMetric(latencyMetric(http) as unknown as Parameters<Registry['registerMetric']>[0]);
+  const connectionsRefused = new Counter({
+    name: 'svc_http_connections_refused_total',
+    help: 'Connections closed at accept because SVC_MAX_CONNECTIONS were open',
+    registers: [registry],
+  });
   const usage = (name: string, help: string, field: 'encryptions' | 'decryptions') =>
     new Counter({
       name,
@@ -210,7 +217,7 @@ export function createMetrics(sources: MetricsSources): EngineMetrics {
       },
     });
   }
-  return { registry, http };
+  return { registry, http, connectionsRefused };
 }
 
 /** Counts and times every request of the app it is registered on (root level, hence fastify-plugin). */

@@ -8,15 +8,17 @@ import { errors } from '../core/errors.js';
 import { NDJSON_TYPE } from './codecs/ndjson.js';
 import { mediaType } from './content-type.js';
 import { sendError } from './error-handler.js';
+import type { EngineMetrics } from './metrics.js';
 
-/** Connections refused at accept are counted and logged at most once per this interval. */
+/** Connections refused at accept are counted (every one in the metric) and logged at most once per this interval. */
 const DROP_LOG_INTERVAL_MS = 10_000;
 
-function capConnections(app: FastifyInstance, maxConnections: number): void {
+function capConnections(app: FastifyInstance, maxConnections: number, refused?: { inc(): void }): void {
   app.server.maxConnections = maxConnections;
   let dropped = 0;
   let logged = 0;
   app.server.on('drop', () => {
+    refused?.inc();
     dropped++;
     const now = Date.now();
     if (now - logged < DROP_LOG_INTERVAL_MS) return;
@@ -59,8 +61,8 @@ function guardBody(request: FastifyRequest, reply: FastifyReply, deadline: numbe
   reply.raw.once('close', () => clearTimeout(timer));
 }
 
-export function installTransportGuards(app: FastifyInstance, limits: Limits): void {
-  capConnections(app, limits.maxConnections);
+export function installTransportGuards(app: FastifyInstance, limits: Limits, metrics?: Pick<EngineMetrics, 'connectionsRefused'>): void {
+  capConnections(app, limits.maxConnections, metrics?.connectionsRefused);
   refuseExpectations(app);
 
   app.addHook('onRequest', (request, reply, done) => {

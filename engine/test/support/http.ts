@@ -5,6 +5,7 @@ import { ExecutionService } from '../../src/core/execution-service.js';
 import type { KeyRecord, PolicyRecord } from '../../src/core/records.js';
 import { RuntimeCache } from '../../src/core/runtime-cache.js';
 import { buildApp, type EngineApp } from '../../src/http/app.js';
+import type { EngineMetrics } from '../../src/http/metrics.js';
 import { standardContent } from './fixtures.js';
 
 export const TEST_VERSION = '9.9.9-test';
@@ -32,6 +33,8 @@ export async function testApp(
     content?: { policies: readonly PolicyRecord[]; keys: readonly KeyRecord[] } | null;
     limits?: Partial<Limits>;
     logger?: FastifyBaseLogger;
+    /** Served at GET /metrics when given. */
+    metrics?: (cache: RuntimeCache) => EngineMetrics;
   } = {},
 ): Promise<TestApp> {
   const cache = new RuntimeCache();
@@ -42,6 +45,7 @@ export async function testApp(
     limits,
     version: TEST_VERSION,
     ...(options.logger ? { logger: options.logger } : {}),
+    ...(options.metrics ? { metrics: options.metrics(cache) } : {}),
   });
   return { ...built, cache };
 }

@@ -76,11 +76,40 @@ class Reader {
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
+/** Items decoded between two turns of the event loop when a frame is decoded in steps. */
+const DECODE_STEP_ITEMS = 1024;
+
 /**
  * Decodes a request frame for the given endpoint. `maxItems` is checked before anything is allocated
  * for the items, so a forged count cannot make the engine allocate.
  */
 export function decodeRequestFrame(buf: Buffer, expected: FrameOperation, maxItems: number): DecodedFrame {
+  const steps = decodeSteps(buf, expected, maxItems);
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step.value;
+  }
+}
+
+/**
+ * The same decoding, with `turn` awaited between steps of DECODE_STEP_ITEMS items: a frame of the
+ * largest size takes tens of milliseconds to decode, more than one request may hold the event loop.
+ */
+export async function decodeRequestFrameInSteps(
+  buf: Buffer,
+  expected: FrameOperation,
+  maxItems: number,
+  turn: () => Promise<void>,
+): Promise<DecodedFrame> {
+  const steps = decodeSteps(buf, expected, maxItems);
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step.value;
+    await turn();
+  }
+}
+
+function* decodeSteps(buf: Buffer, expected: FrameOperation, maxItems: number): Generator<void, DecodedFrame> {
   const r = new Reader(buf);
   if (!r.bytes(4, 'magic').equals(MAGIC)) throw errors.decode('not a binary frame (bad magic)');
   const version = r.u8('version');
@@ -97,7 +126,10 @@ export function decodeRequestFrame(buf: Buffer, expected: FrameOperation, maxIte
   }
   if (expected !== 'encrypt') {
     const items: string[] = [];
-    for (let i = 0; i < count; i++) items.push(r.bytes(r.u32(`item ${i} length`), `item ${i} data`).toString('latin1'));
+    for (let i = 0; i < count; i++) {
+      if (i > 0 && i % DECODE_STEP_ITEMS === 0) yield;
+      items.push(r.bytes(r.u32(`item ${i} length`), `item ${i} data`).toString('latin1'));
+    }
     finish(r);
     return { operation: expected, items };
   }
@@ -105,6 +137,7 @@ export function decodeRequestFrame(buf: Buffer, expected: FrameOperation, maxIte
   let lastRefBytes: Buffer = Buffer.alloc(0);
   let lastRef = '';
   for (let i = 0; i < count; i++) {
+    if (i > 0 && i % DECODE_STEP_ITEMS === 0) yield;
     const kind = r.u8(`item ${i} policy kind`);
     const version = r.u32(`item ${i} policy version`);
     const refBytes = r.bytes(r.u16(`item ${i} policy length`), `item ${i} policy`);

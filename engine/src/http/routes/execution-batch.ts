@@ -5,7 +5,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { errors } from '../../core/errors.js';
 import { ExecutionService, type ItemOutcome, type RawBytesItem } from '../../core/execution-service.js';
 import type { BatchMethod, FrameSlice, JsonSlice } from '../../workers/protocol.js';
-import { BINARY_FRAME_TYPE, decodeRequestFrame, encodeResponseFrame, joinResponseFrame } from '../codecs/binary-frame.js';
+import { BINARY_FRAME_TYPE, decodeRequestFrameInSteps, encodeResultItems, joinResponseFrame } from '../codecs/binary-frame.js';
 import { type BatchOperation, frameResults, originalData, resultObject } from '../batch-results.js';
 import { accepts, mediaType } from '../content-type.js';
 import { BatchResponse, batchBody, DecryptBody, EncryptBody, errorResponses } from '../schemas.js';
@@ -174,7 +174,7 @@ export async function frameBatch(
   start: bigint,
   request: FastifyRequest,
 ): Promise<Buffer> {
-  const frame = decodeRequestFrame(body, operation, execution.limits.maxBatchItems);
+  const frame = await decodeRequestFrameInSteps(body, operation, execution.limits.maxBatchItems, nextTurn);
   const method = FRAME_METHODS[frame.operation];
   const size = frame.operation === 'encrypt' ? (item: unknown) => (item as RawBytesItem).data.length : (item: unknown) => (item as string).length;
   const summary = request.auditSummary;
@@ -191,7 +191,13 @@ export async function frameBatch(
   const outcomes = (await batches.run(method, frame.items, size)) as ItemOutcome[];
   const results = frameResults(operation, outcomes, frame.items, summary);
   const totalSuccess = results.filter((r) => r.ok).length;
-  return encodeResponseFrame(operation, results, {
+  // Encoded a slice at a time, as the workers do: the largest frame's answer in one piece held the loop 100 ms and more.
+  const parts: Buffer[] = [];
+  for (let i = 0; i < results.length; i += SLICE_ITEMS) {
+    if (i > 0) await nextTurn();
+    parts.push(encodeResultItems(results.slice(i, i + SLICE_ITEMS)));
+  }
+  return joinResponseFrame(operation, results.length, parts, {
     totalSuccess,
     totalFailed: results.length - totalSuccess,
     totalProcessingTime: elapsedMs(start),
