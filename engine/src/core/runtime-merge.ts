@@ -208,6 +208,10 @@ function lineHash(record: object, line: () => string): Buffer {
   return hash;
 }
 
+const policyLine = (p: PolicyRecord) => `p|${p.policyCode}|${p.policyName}|${p.policyVersion}|${p.algorithm}|${p.keyAlias}|${p.status}`;
+const keyLine = (k: KeyRecord) => `k|${k.alias}|${k.version}|${k.algorithm}|${k.status}`;
+const destroyedLine = (d: DestroyedKey) => `k|${d.alias}|${d.version}|${d.algorithm}|DESTROYED`;
+
 /**
  * An order-independent digest of what the store must hold (record names, statuses, minimums; no
  * material): XOR of per-row hashes, each cached per record object, so an incremental sync over a
@@ -218,11 +222,9 @@ export function summarize(content: SnapshotContent): ContentSummary {
   const add = (hash: Buffer) => {
     for (let i = 0; i < 32; i++) acc[i] = (acc[i] as number) ^ (hash[i] as number);
   };
-  for (const p of content.policies) {
-    add(lineHash(p, () => `p|${p.policyCode}|${p.policyName}|${p.policyVersion}|${p.algorithm}|${p.keyAlias}|${p.status}`));
-  }
-  for (const k of content.keys) add(lineHash(k, () => `k|${k.alias}|${k.version}|${k.algorithm}|${k.status}`));
-  for (const d of content.destroyed ?? []) add(lineHash(d, () => `k|${d.alias}|${d.version}|${d.algorithm}|DESTROYED`));
+  for (const p of content.policies) add(lineHash(p, () => policyLine(p)));
+  for (const k of content.keys) add(lineHash(k, () => keyLine(k)));
+  for (const d of content.destroyed ?? []) add(lineHash(d, () => destroyedLine(d)));
   for (const [alias, min] of content.minDecryptionVersions ?? []) {
     add(createHash('sha256').update(`m|${alias}|${min}`).digest());
   }
@@ -231,6 +233,27 @@ export function summarize(content: SnapshotContent): ContentSummary {
     policyCount: content.policies.length,
     keyCount: content.keys.length + (content.destroyed ?? []).length,
   };
+}
+
+/**
+ * Hashes the records summarize has not seen yet, yielding to the event loop between chunks: a sync that
+ * brings many new records (a first sync of a large runtime) does not hold other requests while it
+ * hashes them; summarize then only combines cached hashes.
+ */
+export async function prepareSummary(content: SnapshotContent, chunk = 1000): Promise<void> {
+  const rows: ReadonlyArray<readonly [readonly object[], (record: never) => string]> = [
+    [content.policies, policyLine],
+    [content.keys, keyLine],
+    [content.destroyed ?? [], destroyedLine],
+  ];
+  let done = 0;
+  for (const [records, line] of rows) {
+    for (const record of records) {
+      if (lineHashes.has(record)) continue;
+      lineHash(record, () => (line as (r: object) => string)(record));
+      if (++done % chunk === 0) await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
 }
 
 /**

@@ -1,5 +1,5 @@
 // An immutable view of the runtime cache: policies by code and by name/version, keys by alias and
-// version, and what encryption under each policy needs, prepared once per snapshot so the hot path
+// version, and what encryption under each policy needs, prepared once per snapshot (on first use) so the hot path
 // is a map lookup. A batch takes one snapshot and sees one consistent view even if a sync lands.
 import { type AeadKey, ALGORITHM_IDS, importKey } from './aead.js';
 import { associatedData, encodeHeader } from './ciphertext-envelope.js';
@@ -120,7 +120,6 @@ export class RuntimeSnapshot implements SnapshotContent {
     }
     for (const policy of this.policies) {
       this.#byCode.set(policy.policyCode, policy);
-      this.#encrypt.set(policy.policyCode, this.#prepareEncrypt(policy));
       if (policy.status === 'RETIRED') continue;
       const named = this.#byName.get(policy.policyName) ?? [];
       named.push(policy);
@@ -183,9 +182,20 @@ export class RuntimeSnapshot implements SnapshotContent {
     return this.#keys.get(alias)?.get(version);
   }
 
-  /** The prepared encryption context of a policy, or the error explaining why it cannot encrypt. */
+  /**
+   * The prepared encryption context of a policy, or the error explaining why it cannot encrypt. Prepared
+   * on first use and kept for the snapshot's life (it is immutable): building a snapshot stays linear in
+   * cheap map inserts, so a sync of many policies does not hold the event loop preparing contexts that
+   * may never be used.
+   */
   encryptContext(policy: PolicyRecord): EncryptContext | EngineError {
-    return this.#encrypt.get(policy.policyCode) ?? errors.policyNotFound(policy.policyCode);
+    let context = this.#encrypt.get(policy.policyCode);
+    if (context === undefined) {
+      if (this.#byCode.get(policy.policyCode) !== policy) return errors.policyNotFound(policy.policyCode);
+      context = this.#prepareEncrypt(policy);
+      this.#encrypt.set(policy.policyCode, context);
+    }
+    return context;
   }
 
   #prepareEncrypt(policy: PolicyRecord): EncryptContext | EngineError {

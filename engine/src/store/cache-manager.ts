@@ -18,6 +18,7 @@ import {
   type MergeResult,
   mergeRuntime,
   type RuntimeChange,
+  prepareSummary,
   summarize,
 } from '../core/runtime-merge.js';
 import { checkSnapshotContent, prepareKeys, type RuntimeSnapshot } from '../core/runtime-snapshot.js';
@@ -128,6 +129,7 @@ export class CacheManager {
         );
       }
       await prepareKeys(merged.content);
+      await prepareSummary(merged.content);
       const at = new Date();
       const summary = summarize(merged.content);
       await this.persist('sync not applied', () =>
