@@ -15,7 +15,7 @@ BEGIN
   IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'svc_bridge') THEN
     RAISE EXCEPTION 'svc bridge: installed as an extension here; use DROP EXTENSION svc_bridge' USING ERRCODE = 'SV003';
   END IF;
-  IF to_regprocedure(format('%I.svc__dblink_one(text, text)', target_schema)) IS NOT NULL THEN
+  IF to_regprocedure(format('%I.svc__dblink_connect(text)', target_schema)) IS NOT NULL THEN
     FOR ext_function IN
       SELECT p.oid::regprocedure FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
         JOIN pg_catalog.pg_proc p ON p.oid = d.objid
@@ -64,11 +64,11 @@ BEGIN
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__engine_info(text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_setting(text, integer, integer)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_connect(text)', target_schema);
-  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_send(text, text)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_failed(text, text, text, text, text, integer, integer, integer)', target_schema);
-  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_one(text, text)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_many(text, text, integer, integer)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_array(text, text, text[])', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_one(text, text)', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_send(text, text)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__raise(text, text, text, text)', target_schema);
   -- The server svc_engine is the DBA's (it may serve an install in another schema): it stays, and with
   -- it the wrapper it needs; an unused wrapper goes.

@@ -380,9 +380,10 @@ describe('the engine address belongs to the DBA', () => {
         }
         // The internal functions: not executable, and none takes an address.
         for (const statement of [
-          'SELECT svc__dblink_one(\'svc_encrypt\', \'svc_health\')',
-          'SELECT svc__dblink_send(\'svc_encrypt\', \'svc_health\')',
+          'SELECT svc__dblink_many(\'svc_encrypt\', \'svc_health\', 0, 1)',
+          'SELECT svc__dblink_array(\'svc_encrypt\', \'svc_decrypt_many\', ARRAY[\'x\'])',
           'SELECT svc__dblink_connect(\'svc_encrypt\')',
+          'SELECT svc__dblink_setting(\'svc.timeout_ms\', 1, 2)',
         ]) {
           expect((await failure(c.query(statement))).code, statement).toBe('42501');
         }

@@ -20,7 +20,7 @@ BEGIN
    WHERE p.proname = 'svc__encrypt' AND p.pronamespace = to_regnamespace(target_schema)
      AND l.lanname IN ('plpython3u', 'plv8')
    LIMIT 1;
-  IF previous IS NULL AND to_regprocedure(format('%I.svc__dblink_one(text, text)', target_schema)) IS NOT NULL THEN
+  IF previous IS NULL AND to_regprocedure(format('%I.svc__dblink_connect(text)', target_schema)) IS NOT NULL THEN
     previous := 'dblink';
   END IF;
   IF requested IS NOT NULL AND requested NOT IN ('plpython3u', 'plv8', 'dblink') THEN
@@ -81,7 +81,9 @@ $body$$f$, target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__equality_terms(text, text, text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__health(text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__engine_info(text[])', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_setting(name text, fallback integer, max integer) RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_setting(name text, fallback integer, max integer) RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE  AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   raw text := nullif(pg_catalog.btrim(pg_catalog.current_setting(name, true)), '');
@@ -98,7 +100,7 @@ BEGIN
   RETURN n::integer;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_setting(text, integer, integer) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_connect(op text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_connect(op text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE  AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   st text;
@@ -125,44 +127,7 @@ BEGIN
   END;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_connect(text) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_send(op text, command text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp SET client_min_messages = warning AS %2$L',
-      target_schema, replace(replace($dl$
-DECLARE
-  timeout_ms integer := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
-  started timestamptz;
-  now timestamptz;
-  deadline timestamptz;
-BEGIN
-  IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
-    PERFORM @S@.svc__dblink_connect(op);
-  END IF;
-  IF @D@.dblink_send_query('svc_engine', command) <> 1 THEN
-    -- The connection broke while idle (an engine restart): one new connection.
-    PERFORM @D@.dblink_disconnect('svc_engine');
-    PERFORM @S@.svc__dblink_connect(op);
-    IF @D@.dblink_send_query('svc_engine', command) <> 1 THEN
-      PERFORM @D@.dblink_disconnect('svc_engine');
-      RAISE EXCEPTION '%: engine at foreign server svc_engine is unreachable', op USING ERRCODE = 'SV002',
-        DETAIL = 'the command could not be sent';
-    END IF;
-  END IF;
-  started := pg_catalog.clock_timestamp();
-  deadline := started + timeout_ms * interval '1 millisecond';
-  WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
-    now := pg_catalog.clock_timestamp();
-    IF now - started > interval '0.5 milliseconds' THEN
-      IF now >= deadline THEN
-        -- The answer may still come; closing the connection makes sure it is never read as another's.
-        PERFORM @D@.dblink_disconnect('svc_engine');
-        RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
-          USING ERRCODE = 'SV002';
-      END IF;
-      PERFORM pg_catalog.pg_sleep(0.001);
-    END IF;
-  END LOOP;
-END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
-    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_send(text, text) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_failed(op text, st text, msg text, det text, hnt text, attempt integer, item_offset integer, total integer) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_failed(op text, st text, msg text, det text, hnt text, attempt integer, item_offset integer, total integer) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE  AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   item text[];
@@ -186,30 +151,7 @@ BEGIN
   RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = coalesce(det, ''), HINT = coalesce(hnt, '');
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_failed(text, text, text, text, text, integer, integer, integer) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_one(op text, command text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
-      target_schema, replace(replace($dl$
-DECLARE
-  result text;
-  st text;
-  msg text;
-  det text;
-  hnt text;
-BEGIN
-  FOR attempt IN 1..2 LOOP
-    PERFORM @S@.svc__dblink_send(op, command);
-    BEGIN
-      SELECT t.data INTO result FROM @D@.dblink_get_result('svc_engine') AS t(data text);
-      PERFORM FROM @D@.dblink_get_result('svc_engine') AS t(data text);
-      EXIT;
-    EXCEPTION WHEN OTHERS THEN
-      GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
-    END;
-    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
-  END LOOP;
-  RETURN result;
-END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
-    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_one(text, text) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_many(op text, command text, item_offset integer, total integer) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_many(op text, command text, item_offset integer, total integer) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE  AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   result text[];
@@ -217,22 +159,62 @@ DECLARE
   msg text;
   det text;
   hnt text;
+  setting text;
+  timeout_ms integer;
+  started timestamptz;
+  spin_until timestamptz;
+  timed_out boolean := false;
 BEGIN
+  setting := pg_catalog.current_setting('svc.timeout_ms', true);
+  timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
+  IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
+    -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
+    timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
   FOR attempt IN 1..2 LOOP
-    PERFORM @S@.svc__dblink_send(op, command);
+    IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
+      PERFORM @S@.svc__dblink_connect(op);
+    END IF;
     BEGIN
-      SELECT pg_catalog.array_agg(t.data ORDER BY t.i) INTO result FROM @D@.dblink_get_result('svc_engine') AS t(i integer, data text);
-      PERFORM FROM @D@.dblink_get_result('svc_engine') AS t(data text);
+      IF @D@.dblink_send_query('svc_engine', command) <> 1 THEN
+        -- The connection broke while idle: handled as a broken connection below (one new connection).
+        RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
+      END IF;
+      started := pg_catalog.clock_timestamp();
+      spin_until := started + interval '0.5 milliseconds';
+      WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
+        IF pg_catalog.clock_timestamp() > spin_until THEN
+          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+            -- The answer may still come; closing the connection makes sure it is never read as another's.
+            PERFORM @D@.dblink_disconnect('svc_engine');
+            timed_out := true;
+            EXIT;
+          END IF;
+          PERFORM pg_catalog.pg_sleep(0.001);
+        END IF;
+      END LOOP;
+      EXIT WHEN timed_out;
+      -- The second function returns no row: it takes the end of the answer, so the connection is free again.
+      SELECT pg_catalog.array_agg(t.data ORDER BY t.i) INTO result
+        FROM ROWS FROM (@D@.dblink_get_result('svc_engine') AS (i integer, data text), @D@.dblink_get_result('svc_engine') AS (end_of_answer text)) AS t;
       EXIT;
-    EXCEPTION WHEN OTHERS THEN
-      GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    EXCEPTION
+      WHEN query_canceled THEN
+        PERFORM @D@.dblink_disconnect('svc_engine') WHERE 'svc_engine' = ANY (@D@.dblink_get_connections());
+        RAISE;
+      WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
     END;
     PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, item_offset, total);
   END LOOP;
+  IF timed_out THEN
+    RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
+      USING ERRCODE = 'SV002';
+  END IF;
   RETURN result;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_many(text, text, integer, integer) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_array(op text, head text, data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_array(op text, head text, data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE  AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   batch integer := @S@.svc__dblink_setting('svc.batch_size', 1000, 10000);
@@ -285,8 +267,67 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
       target_schema, replace(replace($dl$
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
+  op constant text := 'svc_encrypt';
+  command text;
+  result text;
+  st text;
+  msg text;
+  det text;
+  hnt text;
+  setting text;
+  timeout_ms integer;
+  started timestamptz;
+  spin_until timestamptz;
+  timed_out boolean := false;
 BEGIN
-  RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+  command := 'svc_encrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
+  setting := pg_catalog.current_setting('svc.timeout_ms', true);
+  timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
+  IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
+    -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
+    timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  FOR attempt IN 1..2 LOOP
+    IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
+      PERFORM @S@.svc__dblink_connect(op);
+    END IF;
+    BEGIN
+      IF @D@.dblink_send_query('svc_engine', command) <> 1 THEN
+        -- The connection broke while idle: handled as a broken connection below (one new connection).
+        RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
+      END IF;
+      started := pg_catalog.clock_timestamp();
+      spin_until := started + interval '0.5 milliseconds';
+      WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
+        IF pg_catalog.clock_timestamp() > spin_until THEN
+          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+            -- The answer may still come; closing the connection makes sure it is never read as another's.
+            PERFORM @D@.dblink_disconnect('svc_engine');
+            timed_out := true;
+            EXIT;
+          END IF;
+          PERFORM pg_catalog.pg_sleep(0.001);
+        END IF;
+      END LOOP;
+      EXIT WHEN timed_out;
+      -- The second function returns no row: it takes the end of the answer, so the connection is free again.
+      SELECT t.data INTO result
+        FROM ROWS FROM (@D@.dblink_get_result('svc_engine') AS (data text), @D@.dblink_get_result('svc_engine') AS (end_of_answer text)) AS t;
+      EXIT;
+    EXCEPTION
+      WHEN query_canceled THEN
+        PERFORM @D@.dblink_disconnect('svc_engine') WHERE 'svc_engine' = ANY (@D@.dblink_get_connections());
+        RAISE;
+      WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
+  END LOOP;
+  IF timed_out THEN
+    RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
+      USING ERRCODE = 'SV002';
+  END IF;
+  RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -306,10 +347,69 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
       target_schema, replace(replace($dl$
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
+  op constant text := 'svc_encrypt';
+  command text;
+  result text;
+  st text;
+  msg text;
+  det text;
+  hnt text;
+  setting text;
+  timeout_ms integer;
+  started timestamptz;
+  spin_until timestamptz;
+  timed_out boolean := false;
 BEGIN
   IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
-  RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt_by_name ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_name, 'UTF8'), 'base64'), ''), '-') || ' '
-    || coalesce(policy_version::text, '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+  command := 'svc_encrypt_by_name ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_name, 'UTF8'), 'base64'), ''), '-') || ' '
+    || coalesce(policy_version::text, '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
+  setting := pg_catalog.current_setting('svc.timeout_ms', true);
+  timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
+  IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
+    -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
+    timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  FOR attempt IN 1..2 LOOP
+    IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
+      PERFORM @S@.svc__dblink_connect(op);
+    END IF;
+    BEGIN
+      IF @D@.dblink_send_query('svc_engine', command) <> 1 THEN
+        -- The connection broke while idle: handled as a broken connection below (one new connection).
+        RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
+      END IF;
+      started := pg_catalog.clock_timestamp();
+      spin_until := started + interval '0.5 milliseconds';
+      WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
+        IF pg_catalog.clock_timestamp() > spin_until THEN
+          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+            -- The answer may still come; closing the connection makes sure it is never read as another's.
+            PERFORM @D@.dblink_disconnect('svc_engine');
+            timed_out := true;
+            EXIT;
+          END IF;
+          PERFORM pg_catalog.pg_sleep(0.001);
+        END IF;
+      END LOOP;
+      EXIT WHEN timed_out;
+      -- The second function returns no row: it takes the end of the answer, so the connection is free again.
+      SELECT t.data INTO result
+        FROM ROWS FROM (@D@.dblink_get_result('svc_engine') AS (data text), @D@.dblink_get_result('svc_engine') AS (end_of_answer text)) AS t;
+      EXIT;
+    EXCEPTION
+      WHEN query_canceled THEN
+        PERFORM @D@.dblink_disconnect('svc_engine') WHERE 'svc_engine' = ANY (@D@.dblink_get_connections());
+        RAISE;
+      WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
+  END LOOP;
+  IF timed_out THEN
+    RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
+      USING ERRCODE = 'SV002';
+  END IF;
+  RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -329,10 +429,69 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
       target_schema, replace(replace($dl$
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
+  op constant text := 'svc_encrypt';
+  command text;
+  result text;
+  st text;
+  msg text;
+  det text;
+  hnt text;
+  setting text;
+  timeout_ms integer;
+  started timestamptz;
+  spin_until timestamptz;
+  timed_out boolean := false;
 BEGIN
   IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
-  RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt_by_name ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_name, 'UTF8'), 'base64'), ''), '-') || ' '
-    || coalesce(policy_version::text, '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+  command := 'svc_encrypt_by_name ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_name, 'UTF8'), 'base64'), ''), '-') || ' '
+    || coalesce(policy_version::text, '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
+  setting := pg_catalog.current_setting('svc.timeout_ms', true);
+  timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
+  IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
+    -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
+    timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  FOR attempt IN 1..2 LOOP
+    IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
+      PERFORM @S@.svc__dblink_connect(op);
+    END IF;
+    BEGIN
+      IF @D@.dblink_send_query('svc_engine', command) <> 1 THEN
+        -- The connection broke while idle: handled as a broken connection below (one new connection).
+        RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
+      END IF;
+      started := pg_catalog.clock_timestamp();
+      spin_until := started + interval '0.5 milliseconds';
+      WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
+        IF pg_catalog.clock_timestamp() > spin_until THEN
+          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+            -- The answer may still come; closing the connection makes sure it is never read as another's.
+            PERFORM @D@.dblink_disconnect('svc_engine');
+            timed_out := true;
+            EXIT;
+          END IF;
+          PERFORM pg_catalog.pg_sleep(0.001);
+        END IF;
+      END LOOP;
+      EXIT WHEN timed_out;
+      -- The second function returns no row: it takes the end of the answer, so the connection is free again.
+      SELECT t.data INTO result
+        FROM ROWS FROM (@D@.dblink_get_result('svc_engine') AS (data text), @D@.dblink_get_result('svc_engine') AS (end_of_answer text)) AS t;
+      EXIT;
+    EXCEPTION
+      WHEN query_canceled THEN
+        PERFORM @D@.dblink_disconnect('svc_engine') WHERE 'svc_engine' = ANY (@D@.dblink_get_connections());
+        RAISE;
+      WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
+  END LOOP;
+  IF timed_out THEN
+    RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
+      USING ERRCODE = 'SV002';
+  END IF;
+  RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -352,8 +511,67 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
       target_schema, replace(replace($dl$
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
+  op constant text := 'svc_decrypt';
+  command text;
+  result text;
+  st text;
+  msg text;
+  det text;
+  hnt text;
+  setting text;
+  timeout_ms integer;
+  started timestamptz;
+  spin_until timestamptz;
+  timed_out boolean := false;
 BEGIN
-  RETURN @S@.svc__dblink_one('svc_decrypt', 'svc_decrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+  command := 'svc_decrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
+  setting := pg_catalog.current_setting('svc.timeout_ms', true);
+  timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
+  IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
+    -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
+    timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  FOR attempt IN 1..2 LOOP
+    IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
+      PERFORM @S@.svc__dblink_connect(op);
+    END IF;
+    BEGIN
+      IF @D@.dblink_send_query('svc_engine', command) <> 1 THEN
+        -- The connection broke while idle: handled as a broken connection below (one new connection).
+        RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
+      END IF;
+      started := pg_catalog.clock_timestamp();
+      spin_until := started + interval '0.5 milliseconds';
+      WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
+        IF pg_catalog.clock_timestamp() > spin_until THEN
+          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+            -- The answer may still come; closing the connection makes sure it is never read as another's.
+            PERFORM @D@.dblink_disconnect('svc_engine');
+            timed_out := true;
+            EXIT;
+          END IF;
+          PERFORM pg_catalog.pg_sleep(0.001);
+        END IF;
+      END LOOP;
+      EXIT WHEN timed_out;
+      -- The second function returns no row: it takes the end of the answer, so the connection is free again.
+      SELECT t.data INTO result
+        FROM ROWS FROM (@D@.dblink_get_result('svc_engine') AS (data text), @D@.dblink_get_result('svc_engine') AS (end_of_answer text)) AS t;
+      EXIT;
+    EXCEPTION
+      WHEN query_canceled THEN
+        PERFORM @D@.dblink_disconnect('svc_engine') WHERE 'svc_engine' = ANY (@D@.dblink_get_connections());
+        RAISE;
+      WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
+  END LOOP;
+  IF timed_out THEN
+    RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
+      USING ERRCODE = 'SV002';
+  END IF;
+  RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -415,8 +633,67 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
       target_schema, replace(replace($dl$
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
+  op constant text := 'svc_rewrap';
+  command text;
+  result text;
+  st text;
+  msg text;
+  det text;
+  hnt text;
+  setting text;
+  timeout_ms integer;
+  started timestamptz;
+  spin_until timestamptz;
+  timed_out boolean := false;
 BEGIN
-  RETURN @S@.svc__dblink_one('svc_rewrap', 'svc_rewrap ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-'));
+  command := 'svc_rewrap ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
+  setting := pg_catalog.current_setting('svc.timeout_ms', true);
+  timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
+  IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
+    -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
+    timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  FOR attempt IN 1..2 LOOP
+    IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
+      PERFORM @S@.svc__dblink_connect(op);
+    END IF;
+    BEGIN
+      IF @D@.dblink_send_query('svc_engine', command) <> 1 THEN
+        -- The connection broke while idle: handled as a broken connection below (one new connection).
+        RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
+      END IF;
+      started := pg_catalog.clock_timestamp();
+      spin_until := started + interval '0.5 milliseconds';
+      WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
+        IF pg_catalog.clock_timestamp() > spin_until THEN
+          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+            -- The answer may still come; closing the connection makes sure it is never read as another's.
+            PERFORM @D@.dblink_disconnect('svc_engine');
+            timed_out := true;
+            EXIT;
+          END IF;
+          PERFORM pg_catalog.pg_sleep(0.001);
+        END IF;
+      END LOOP;
+      EXIT WHEN timed_out;
+      -- The second function returns no row: it takes the end of the answer, so the connection is free again.
+      SELECT t.data INTO result
+        FROM ROWS FROM (@D@.dblink_get_result('svc_engine') AS (data text), @D@.dblink_get_result('svc_engine') AS (end_of_answer text)) AS t;
+      EXIT;
+    EXCEPTION
+      WHEN query_canceled THEN
+        PERFORM @D@.dblink_disconnect('svc_engine') WHERE 'svc_engine' = ANY (@D@.dblink_get_connections());
+        RAISE;
+      WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
+  END LOOP;
+  IF timed_out THEN
+    RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
+      USING ERRCODE = 'SV002';
+  END IF;
+  RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -464,19 +741,58 @@ DECLARE
   msg text;
   det text;
   hnt text;
+  setting text;
+  timeout_ms integer;
+  started timestamptz;
+  spin_until timestamptz;
+  timed_out boolean := false;
 BEGIN
+  setting := pg_catalog.current_setting('svc.timeout_ms', true);
+  timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
+  IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
+    -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
+    timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
   FOR attempt IN 1..2 LOOP
-    PERFORM @S@.svc__dblink_send(op, command);
+    IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
+      PERFORM @S@.svc__dblink_connect(op);
+    END IF;
     BEGIN
+      IF @D@.dblink_send_query('svc_engine', command) <> 1 THEN
+        -- The connection broke while idle: handled as a broken connection below (one new connection).
+        RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
+      END IF;
+      started := pg_catalog.clock_timestamp();
+      spin_until := started + interval '0.5 milliseconds';
+      WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
+        IF pg_catalog.clock_timestamp() > spin_until THEN
+          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+            -- The answer may still come; closing the connection makes sure it is never read as another's.
+            PERFORM @D@.dblink_disconnect('svc_engine');
+            timed_out := true;
+            EXIT;
+          END IF;
+          PERFORM pg_catalog.pg_sleep(0.001);
+        END IF;
+      END LOOP;
+      EXIT WHEN timed_out;
+      -- The second function returns no row: it takes the end of the answer, so the connection is free again.
       SELECT pg_catalog.array_agg(t.data ORDER BY t.key_version DESC) INTO result
-        FROM @D@.dblink_get_result('svc_engine') AS t(key_version integer, data text);
-      PERFORM FROM @D@.dblink_get_result('svc_engine') AS t(data text);
+        FROM ROWS FROM (@D@.dblink_get_result('svc_engine') AS (key_version integer, data text), @D@.dblink_get_result('svc_engine') AS (end_of_answer text)) AS t;
       EXIT;
-    EXCEPTION WHEN OTHERS THEN
-      GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    EXCEPTION
+      WHEN query_canceled THEN
+        PERFORM @D@.dblink_disconnect('svc_engine') WHERE 'svc_engine' = ANY (@D@.dblink_get_connections());
+        RAISE;
+      WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
     END;
     PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
   END LOOP;
+  IF timed_out THEN
+    RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
+      USING ERRCODE = 'SV002';
+  END IF;
   RETURN coalesce(result, '{}');
 EXCEPTION WHEN SQLSTATE 'SV000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
@@ -504,19 +820,58 @@ DECLARE
   msg text;
   det text;
   hnt text;
+  setting text;
+  timeout_ms integer;
+  started timestamptz;
+  spin_until timestamptz;
+  timed_out boolean := false;
 BEGIN
+  setting := pg_catalog.current_setting('svc.timeout_ms', true);
+  timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
+  IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
+    -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
+    timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
   FOR attempt IN 1..2 LOOP
-    PERFORM @S@.svc__dblink_send(op, command);
+    IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
+      PERFORM @S@.svc__dblink_connect(op);
+    END IF;
     BEGIN
+      IF @D@.dblink_send_query('svc_engine', command) <> 1 THEN
+        -- The connection broke while idle: handled as a broken connection below (one new connection).
+        RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
+      END IF;
+      started := pg_catalog.clock_timestamp();
+      spin_until := started + interval '0.5 milliseconds';
+      WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
+        IF pg_catalog.clock_timestamp() > spin_until THEN
+          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+            -- The answer may still come; closing the connection makes sure it is never read as another's.
+            PERFORM @D@.dblink_disconnect('svc_engine');
+            timed_out := true;
+            EXIT;
+          END IF;
+          PERFORM pg_catalog.pg_sleep(0.001);
+        END IF;
+      END LOOP;
+      EXIT WHEN timed_out;
+      -- The second function returns no row: it takes the end of the answer, so the connection is free again.
       SELECT pg_catalog.jsonb_build_object('status', t.status, 'service', t.service, 'version', t.version) INTO result
-        FROM @D@.dblink_get_result('svc_engine') AS t(status text, service text, version text);
-      PERFORM FROM @D@.dblink_get_result('svc_engine') AS t(data text);
+        FROM ROWS FROM (@D@.dblink_get_result('svc_engine') AS (status text, service text, version text), @D@.dblink_get_result('svc_engine') AS (end_of_answer text)) AS t;
       EXIT;
-    EXCEPTION WHEN OTHERS THEN
-      GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    EXCEPTION
+      WHEN query_canceled THEN
+        PERFORM @D@.dblink_disconnect('svc_engine') WHERE 'svc_engine' = ANY (@D@.dblink_get_connections());
+        RAISE;
+      WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
     END;
     PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
   END LOOP;
+  IF timed_out THEN
+    RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
+      USING ERRCODE = 'SV002';
+  END IF;
   RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
@@ -545,25 +900,64 @@ DECLARE
   msg text;
   det text;
   hnt text;
+  setting text;
+  timeout_ms integer;
+  started timestamptz;
+  spin_until timestamptz;
+  timed_out boolean := false;
 BEGIN
   -- Only the address options: a dblink_fdw server cannot hold a password (those live in user mappings).
   SELECT pg_catalog.jsonb_object_agg(o.option_name, o.option_value) INTO server
     FROM pg_catalog.pg_foreign_server s, pg_catalog.pg_options_to_table(s.srvoptions) AS o
    WHERE s.srvname = 'svc_engine' AND o.option_name IN ('host', 'hostaddr', 'port', 'dbname', 'sslmode', 'connect_timeout');
   
+  setting := pg_catalog.current_setting('svc.timeout_ms', true);
+  timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
+  IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
+    -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
+    timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
   FOR attempt IN 1..2 LOOP
-    PERFORM @S@.svc__dblink_send(op, command);
+    IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
+      PERFORM @S@.svc__dblink_connect(op);
+    END IF;
     BEGIN
+      IF @D@.dblink_send_query('svc_engine', command) <> 1 THEN
+        -- The connection broke while idle: handled as a broken connection below (one new connection).
+        RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
+      END IF;
+      started := pg_catalog.clock_timestamp();
+      spin_until := started + interval '0.5 milliseconds';
+      WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
+        IF pg_catalog.clock_timestamp() > spin_until THEN
+          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+            -- The answer may still come; closing the connection makes sure it is never read as another's.
+            PERFORM @D@.dblink_disconnect('svc_engine');
+            timed_out := true;
+            EXIT;
+          END IF;
+          PERFORM pg_catalog.pg_sleep(0.001);
+        END IF;
+      END LOOP;
+      EXIT WHEN timed_out;
+      -- The second function returns no row: it takes the end of the answer, so the connection is free again.
       SELECT pg_catalog.jsonb_build_object('engineVersion', t.engine_version, 'runtimeVersion', t.runtime_version,
                   'policyCount', t.policy_count, 'keyCount', t.key_count, 'configured', t.configured) INTO result
-        FROM @D@.dblink_get_result('svc_engine') AS t(engine_version text, runtime_version text, policy_count integer, key_count integer, configured boolean);
-      PERFORM FROM @D@.dblink_get_result('svc_engine') AS t(data text);
+        FROM ROWS FROM (@D@.dblink_get_result('svc_engine') AS (engine_version text, runtime_version text, policy_count integer, key_count integer, configured boolean), @D@.dblink_get_result('svc_engine') AS (end_of_answer text)) AS t;
       EXIT;
-    EXCEPTION WHEN OTHERS THEN
-      GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    EXCEPTION
+      WHEN query_canceled THEN
+        PERFORM @D@.dblink_disconnect('svc_engine') WHERE 'svc_engine' = ANY (@D@.dblink_get_connections());
+        RAISE;
+      WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
     END;
     PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
   END LOOP;
+  IF timed_out THEN
+    RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
+      USING ERRCODE = 'SV002';
+  END IF;
   RETURN pg_catalog.jsonb_build_object(
     'engineServer', 'svc_engine',
     'engineAddress', coalesce(server, '{}'::jsonb),
@@ -598,11 +992,11 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
   ELSE
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_setting(text, integer, integer)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_connect(text)', target_schema);
-    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_failed(text, text, text, text, text, integer, integer, integer)', target_schema);
-    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_array(text, text, text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
   py_prelude := replace($py$b = GD.get('svc_bridge:fb1ce342dd66')
 if b is None:
     import base64, types

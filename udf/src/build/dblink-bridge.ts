@@ -23,12 +23,23 @@ const SPIN_MS = 0.5;
 export const DBLINK_INTERNALS: ReadonlyArray<{ name: string; identity: string }> = [
   { name: 'svc__dblink_setting', identity: 'text, integer, integer' },
   { name: 'svc__dblink_connect', identity: 'text' },
-  { name: 'svc__dblink_send', identity: 'text, text' },
   { name: 'svc__dblink_failed', identity: 'text, text, text, text, text, integer, integer, integer' },
-  { name: 'svc__dblink_one', identity: 'text, text' },
   { name: 'svc__dblink_many', identity: 'text, text, integer, integer' },
   { name: 'svc__dblink_array', identity: 'text, text, text[]' },
 ];
+
+/**
+ * Internal functions of earlier versions, dropped by the install (a re-apply, an extension upgrade, a
+ * change of bridge) and by the uninstall: the one-value path and the send-and-wait now run inline in the
+ * public functions.
+ */
+export const DBLINK_OBSOLETE: ReadonlyArray<{ name: string; identity: string }> = [
+  { name: 'svc__dblink_one', identity: 'text, text' },
+  { name: 'svc__dblink_send', identity: 'text, text' },
+];
+
+/** A function present in every version of the dblink bridge: how the install and uninstall recognise one. */
+export const DBLINK_MARKER = 'svc__dblink_connect(text)';
 
 /** A text value as one command argument: base64 of its UTF-8 bytes, `-` for the empty string. */
 const b64 = (expr: string) => `coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(${expr}, 'UTF8'), 'base64'), ''), '-')`;
@@ -37,30 +48,82 @@ const b64 = (expr: string) => `coalesce(nullif(pg_catalog.encode(pg_catalog.conv
 const C = `'${CONNECTION_NAME}'`;
 
 /**
- * One round trip with one reconnect: send, wait, fetch with `fetch` (which assigns the answer), drain the
- * connection; a broken connection is dropped and the command sent once more on a new one. Errors from the
- * engine are raised again with their SQLSTATE, message, detail and hint.
+ * One round trip, inline in the function that needs it (no nested calls on the per-row path): open the
+ * session's connection when there is none, send, wait, fetch with `fetch` (which assigns the answer) and
+ * drain the connection in the same statement. A connection that broke (the send or the fetch fails with
+ * class 08) is dropped and the command sent once more on a new one. Errors from the engine are raised
+ * again with their SQLSTATE, message, detail and hint (svc__dblink_failed).
+ *
+ * The wait polls: tightly for the first SPIN_MS (an answer takes a few hundred microseconds; a 1 ms sleep
+ * would cap a session at 1000 calls/s), then every millisecond, so a cancel is noticed, until
+ * svc.timeout_ms. A cancel or statement_timeout during the wait closes the connection, so the answer
+ * still on its way is never read as another call's (and the next call need not find a busy connection).
  */
 function roundTrip(fetch: string, offset = '0', total = '1'): string {
   return `
+  setting := pg_catalog.current_setting('svc.timeout_ms', true);
+  timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
+  IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
+    -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
+    timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
   FOR attempt IN 1..2 LOOP
-    PERFORM @S@.svc__dblink_send(op, command);
+    IF NOT coalesce(${C} = ANY (@D@.dblink_get_connections()), false) THEN
+      PERFORM @S@.svc__dblink_connect(op);
+    END IF;
     BEGIN
+      IF @D@.dblink_send_query(${C}, command) <> 1 THEN
+        -- The connection broke while idle: handled as a broken connection below (one new connection).
+        RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
+      END IF;
+      started := pg_catalog.clock_timestamp();
+      spin_until := started + interval '${SPIN_MS} milliseconds';
+      WHILE @D@.dblink_is_busy(${C}) = 1 LOOP
+        IF pg_catalog.clock_timestamp() > spin_until THEN
+          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+            -- The answer may still come; closing the connection makes sure it is never read as another's.
+            PERFORM @D@.dblink_disconnect(${C});
+            timed_out := true;
+            EXIT;
+          END IF;
+          PERFORM pg_catalog.pg_sleep(0.001);
+        END IF;
+      END LOOP;
+      EXIT WHEN timed_out;
+      -- The second function returns no row: it takes the end of the answer, so the connection is free again.
       ${fetch}
-      PERFORM FROM @D@.dblink_get_result(${C}) AS t(data text);
       EXIT;
-    EXCEPTION WHEN OTHERS THEN
-      GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    EXCEPTION
+      WHEN query_canceled THEN
+        PERFORM @D@.dblink_disconnect(${C}) WHERE ${C} = ANY (@D@.dblink_get_connections());
+        RAISE;
+      WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
     END;
     PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, ${offset}, ${total});
-  END LOOP;`;
+  END LOOP;
+  IF timed_out THEN
+    RAISE EXCEPTION '%: engine at foreign server ${SERVER_NAME} did not answer within svc.timeout_ms (% ms)', op, timeout_ms
+      USING ERRCODE = 'SV002';
+  END IF;`;
+}
+
+/** The answer's columns read from dblink_get_result, then the end of the answer drained, in one statement. */
+function fetchInto(select: string, into: string, columns: string): string {
+  return `SELECT ${select} INTO ${into}
+        FROM ROWS FROM (@D@.dblink_get_result(${C}) AS (${columns}), @D@.dblink_get_result(${C}) AS (end_of_answer text)) AS t;`;
 }
 
 const ROUND_TRIP_DECLARE = `
   st text;
   msg text;
   det text;
-  hnt text;`;
+  hnt text;
+  setting text;
+  timeout_ms integer;
+  started timestamptz;
+  spin_until timestamptz;
+  timed_out boolean := false;`;
 
 const INTERNAL_BODIES: Record<string, { args: string; returns: string; body: string }> = {
   // A whole-number setting (svc.timeout_ms, svc.batch_size) in [1, max]; SV003 naming it otherwise.
@@ -113,49 +176,6 @@ BEGIN
   END;
 END`,
   },
-  // Sends one command on the session's connection (opening it when needed, once more when sending fails)
-  // and waits until the answer is there or svc.timeout_ms passed. The wait polls: tightly for the first
-  // SPIN_MS (an answer takes a few hundred microseconds; a 1 ms sleep would cap a session at 1000 calls/s),
-  // then every millisecond, so a cancel is noticed.
-  svc__dblink_send: {
-    args: 'op text, command text',
-    returns: 'void',
-    body: `
-DECLARE
-  timeout_ms integer := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
-  started timestamptz;
-  now timestamptz;
-  deadline timestamptz;
-BEGIN
-  IF NOT coalesce(${C} = ANY (@D@.dblink_get_connections()), false) THEN
-    PERFORM @S@.svc__dblink_connect(op);
-  END IF;
-  IF @D@.dblink_send_query(${C}, command) <> 1 THEN
-    -- The connection broke while idle (an engine restart): one new connection.
-    PERFORM @D@.dblink_disconnect(${C});
-    PERFORM @S@.svc__dblink_connect(op);
-    IF @D@.dblink_send_query(${C}, command) <> 1 THEN
-      PERFORM @D@.dblink_disconnect(${C});
-      RAISE EXCEPTION '%: engine at foreign server ${SERVER_NAME} is unreachable', op USING ERRCODE = 'SV002',
-        DETAIL = 'the command could not be sent';
-    END IF;
-  END IF;
-  started := pg_catalog.clock_timestamp();
-  deadline := started + timeout_ms * interval '1 millisecond';
-  WHILE @D@.dblink_is_busy(${C}) = 1 LOOP
-    now := pg_catalog.clock_timestamp();
-    IF now - started > interval '${SPIN_MS} milliseconds' THEN
-      IF now >= deadline THEN
-        -- The answer may still come; closing the connection makes sure it is never read as another's.
-        PERFORM @D@.dblink_disconnect(${C});
-        RAISE EXCEPTION '%: engine at foreign server ${SERVER_NAME} did not answer within svc.timeout_ms (% ms)', op, timeout_ms
-          USING ERRCODE = 'SV002';
-      END IF;
-      PERFORM pg_catalog.pg_sleep(0.001);
-    END IF;
-  END LOOP;
-END`,
-  },
   // After a failed fetch: a broken connection is dropped (and the caller retries once); an engine error is
   // raised again as it came, its DETAIL "item i of n" counted over the whole array.
   svc__dblink_failed: {
@@ -184,17 +204,6 @@ BEGIN
   RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = coalesce(det, ''), HINT = coalesce(hnt, '');
 END`,
   },
-  // A command answering one row (data text).
-  svc__dblink_one: {
-    args: 'op text, command text',
-    returns: 'text',
-    body: `
-DECLARE
-  result text;${ROUND_TRIP_DECLARE}
-BEGIN${roundTrip(`SELECT t.data INTO result FROM @D@.dblink_get_result(${C}) AS t(data text);`)}
-  RETURN result;
-END`,
-  },
   // A *_many command answering rows (i int4, data text): the values in argument order.
   svc__dblink_many: {
     args: 'op text, command text, item_offset integer, total integer',
@@ -202,7 +211,7 @@ END`,
     body: `
 DECLARE
   result text[];${ROUND_TRIP_DECLARE}
-BEGIN${roundTrip(`SELECT pg_catalog.array_agg(t.data ORDER BY t.i) INTO result FROM @D@.dblink_get_result(${C}) AS t(i integer, data text);`, 'item_offset', 'total')}
+BEGIN${roundTrip(fetchInto('pg_catalog.array_agg(t.data ORDER BY t.i)', 'result', 'i integer, data text'), 'item_offset', 'total')}
   RETURN result;
 END`,
   },
@@ -261,28 +270,31 @@ END`,
   },
 };
 
+/**
+ * A public function sending one command that answers one row (data text), the round trip inline: these
+ * are the per-row path, one PL/pgSQL call per value. `nullIf`: the arguments for which it answers NULL
+ * without a round trip.
+ */
+function oneValue(op: string, command: string, nullIf?: string): string {
+  return `
+DECLARE
+  op constant text := '${op}';
+  command text;
+  result text;${ROUND_TRIP_DECLARE}
+BEGIN${nullIf ? `\n  IF ${nullIf} THEN RETURN NULL; END IF;` : ''}
+  command := ${command};${roundTrip(fetchInto('t.data', 'result', 'data text'))}
+  RETURN result;
+END`;
+}
+
 /** The public functions in the dblink bridge, by name and identity (the same surface as sql-surface.ts). */
 const PUBLIC_BODIES: Record<string, string> = {
-  'svc_encrypt(text, text)': `
-BEGIN
-  RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt ' || ${b64('policy_code')} || ' ' || ${b64('data')});
-END`,
-  'svc_encrypt_by_name(text, text, integer)': `
-BEGIN
-  IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
-  RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt_by_name ' || ${b64('policy_name')} || ' '
-    || coalesce(policy_version::text, '-') || ' ' || ${b64('data')});
-END`,
-  'svc_encrypt(text, text, integer)': `
-BEGIN
-  IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
-  RETURN @S@.svc__dblink_one('svc_encrypt', 'svc_encrypt_by_name ' || ${b64('policy_name')} || ' '
-    || coalesce(policy_version::text, '-') || ' ' || ${b64('data')});
-END`,
-  'svc_decrypt(text)': `
-BEGIN
-  RETURN @S@.svc__dblink_one('svc_decrypt', 'svc_decrypt ' || ${b64('data')});
-END`,
+  'svc_encrypt(text, text)': oneValue('svc_encrypt', `'svc_encrypt ' || ${b64('policy_code')} || ' ' || ${b64('data')}`),
+  'svc_encrypt_by_name(text, text, integer)': oneValue('svc_encrypt', `'svc_encrypt_by_name ' || ${b64('policy_name')} || ' '
+    || coalesce(policy_version::text, '-') || ' ' || ${b64('data')}`, 'data IS NULL OR policy_name IS NULL'),
+  'svc_encrypt(text, text, integer)': oneValue('svc_encrypt', `'svc_encrypt_by_name ' || ${b64('policy_name')} || ' '
+    || coalesce(policy_version::text, '-') || ' ' || ${b64('data')}`, 'data IS NULL OR policy_name IS NULL'),
+  'svc_decrypt(text)': oneValue('svc_decrypt', `'svc_decrypt ' || ${b64('data')}`),
   'svc_encrypt(text[], text)': `
 BEGIN
   RETURN @S@.svc__dblink_array('svc_encrypt', 'svc_encrypt_many ' || ${b64('policy_code')}, data);
@@ -291,10 +303,7 @@ END`,
 BEGIN
   RETURN @S@.svc__dblink_array('svc_decrypt', 'svc_decrypt_many', data);
 END`,
-  'svc_rewrap(text)': `
-BEGIN
-  RETURN @S@.svc__dblink_one('svc_rewrap', 'svc_rewrap ' || ${b64('data')});
-END`,
+  'svc_rewrap(text)': oneValue('svc_rewrap', `'svc_rewrap ' || ${b64('data')}`),
   'svc_rewrap(text[])': `
 BEGIN
   RETURN @S@.svc__dblink_array('svc_rewrap', 'svc_rewrap_many', data);
@@ -304,8 +313,7 @@ DECLARE
   op constant text := 'svc_equality_terms';
   command constant text := 'svc_equality_terms ' || ${b64('policy_code')} || ' ' || ${b64('data')};
   result text[];${ROUND_TRIP_DECLARE}
-BEGIN${roundTrip(`SELECT pg_catalog.array_agg(t.data ORDER BY t.key_version DESC) INTO result
-        FROM @D@.dblink_get_result(${C}) AS t(key_version integer, data text);`)}
+BEGIN${roundTrip(fetchInto('pg_catalog.array_agg(t.data ORDER BY t.key_version DESC)', 'result', 'key_version integer, data text'))}
   RETURN coalesce(result, '{}');
 END`,
   'svc_health()': `
@@ -313,8 +321,8 @@ DECLARE
   op constant text := 'svc_health';
   command constant text := 'svc_health';
   result jsonb;${ROUND_TRIP_DECLARE}
-BEGIN${roundTrip(`SELECT pg_catalog.jsonb_build_object('status', t.status, 'service', t.service, 'version', t.version) INTO result
-        FROM @D@.dblink_get_result(${C}) AS t(status text, service text, version text);`)}
+BEGIN${roundTrip(fetchInto("pg_catalog.jsonb_build_object('status', t.status, 'service', t.service, 'version', t.version)", 'result',
+    'status text, service text, version text'))}
   RETURN result;
 END`,
   'svc_engine_info()': `
@@ -328,9 +336,9 @@ BEGIN
   SELECT pg_catalog.jsonb_object_agg(o.option_name, o.option_value) INTO server
     FROM pg_catalog.pg_foreign_server s, pg_catalog.pg_options_to_table(s.srvoptions) AS o
    WHERE s.srvname = '${SERVER_NAME}' AND o.option_name IN ('host', 'hostaddr', 'port', 'dbname', 'sslmode', 'connect_timeout');
-  ${roundTrip(`SELECT pg_catalog.jsonb_build_object('engineVersion', t.engine_version, 'runtimeVersion', t.runtime_version,
-                  'policyCount', t.policy_count, 'keyCount', t.key_count, 'configured', t.configured) INTO result
-        FROM @D@.dblink_get_result(${C}) AS t(engine_version text, runtime_version text, policy_count integer, key_count integer, configured boolean);`)}
+  ${roundTrip(fetchInto(`pg_catalog.jsonb_build_object('engineVersion', t.engine_version, 'runtimeVersion', t.runtime_version,
+                  'policyCount', t.policy_count, 'keyCount', t.key_count, 'configured', t.configured)`, 'result',
+    'engine_version text, runtime_version text, policy_count integer, key_count integer, configured boolean'))}
   RETURN pg_catalog.jsonb_build_object(
     'engineServer', '${SERVER_NAME}',
     'engineAddress', coalesce(server, '{}'::jsonb),
@@ -355,6 +363,8 @@ export function dblinkInstall(dollarQuote: (text: string, tag: string) => string
       FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'dblink';`);
   // A bridge installed earlier in another language leaves internal functions that take an address.
   lines.push(...IMPLS.map((f) => `    EXECUTE format('DROP FUNCTION IF EXISTS %I.${f.name}(${f.identity})', target_schema);`));
+  // And an earlier version of this bridge, functions it no longer has.
+  lines.push(...DBLINK_OBSOLETE.map((f) => `    EXECUTE format('DROP FUNCTION IF EXISTS %I.${f.name}(${f.identity})', target_schema);`));
   // PARALLEL UNSAFE: every call runs EXCEPTION blocks, subtransactions that a parallel plan's leader may
   // not start (see BRIDGE_PARALLEL in install-script.ts).
   const create = (name: string, args: string, returns: string, options: string, body: string) =>
@@ -363,9 +373,10 @@ export function dblinkInstall(dollarQuote: (text: string, tag: string) => string
   for (const f of DBLINK_INTERNALS) {
     const impl = INTERNAL_BODIES[f.name];
     if (!impl) throw new Error(`no dblink body for ${f.name}`);
-    // dblink_send_query reports a failed send as a NOTICE; the bridge handles it (a new connection).
-    const options = f.name === 'svc__dblink_send' ? `${PINNED} SET client_min_messages = warning` : PINNED;
-    lines.push(create(f.name, impl.args, impl.returns, options, impl.body));
+    // No SET clause: only the public functions call them, so they run under their pinned search_path
+    // (and every name but an operator's is qualified anyway). A SET clause would cost a save and restore
+    // of the setting per call.
+    lines.push(create(f.name, impl.args, impl.returns, '', impl.body));
     lines.push(`    EXECUTE format('REVOKE ALL ON FUNCTION %I.${f.name}(${f.identity}) FROM PUBLIC', target_schema);`);
   }
   for (const f of FUNCTIONS) {
@@ -407,7 +418,7 @@ function forEachDblinkFunction(statement: string, indent: string): string {
 
 /** For the uninstall (with `target_schema` and `ext_function` declared): dblink's functions back to PUBLIC. */
 export function dblinkUninstall(): string {
-  return `  IF to_regprocedure(format('%I.svc__dblink_one(text, text)', target_schema)) IS NOT NULL THEN
+  return `  IF to_regprocedure(format('%I.${DBLINK_MARKER}', target_schema)) IS NOT NULL THEN
 ${forEachDblinkFunction('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', '    ')}
   END IF;`;
 }

@@ -4,7 +4,7 @@
 // named in `svc.bridge`, else the one an earlier install used, else PL/Python, else plv8 with `http` —
 // and creates the functions in the schema named by `svc.install_schema` (default: the schema an earlier
 // install used, else public), or, inside CREATE EXTENSION, in the extension's schema.
-import { DBLINK_INTERNALS, dblinkInstall, dblinkUninstall, forEachExtensionFunction } from './dblink-bridge.js';
+import { DBLINK_INTERNALS, DBLINK_MARKER, DBLINK_OBSOLETE, dblinkInstall, dblinkUninstall, forEachExtensionFunction } from './dblink-bridge.js';
 import { ERROR_VARIABLES, raiseAgain, withCleanErrors } from './sql-errors.js';
 import { BRIDGE_FDW, cfgSql, FUNCTIONS, IMPLS, isCiphertextSql, PROCEDURES, ROLE, ROTATION, SERVER_NAME } from './sql-surface.js';
 
@@ -103,7 +103,7 @@ BEGIN
    WHERE p.proname = 'svc__encrypt' AND p.pronamespace = to_regnamespace(target_schema)
      AND l.lanname IN ('plpython3u', 'plv8')
    LIMIT 1;
-  IF previous IS NULL AND to_regprocedure(format('%I.svc__dblink_one(text, text)', target_schema)) IS NOT NULL THEN
+  IF previous IS NULL AND to_regprocedure(format('%I.${DBLINK_MARKER}', target_schema)) IS NOT NULL THEN
     previous := 'dblink';
   END IF;
   IF requested IS NOT NULL AND requested NOT IN ('plpython3u', 'plv8', 'dblink') THEN
@@ -278,7 +278,7 @@ ${roleAndSchema(mode)}
   IF bridge = 'dblink' THEN
 ${dblinkInstall(dollarQuote)}
   ELSE
-${DBLINK_INTERNALS.map((f) => `    EXECUTE format('DROP FUNCTION IF EXISTS %I.${f.name}(${f.identity})', target_schema);`).join('\n')}
+${[...DBLINK_INTERNALS, ...DBLINK_OBSOLETE].map((f) => `    EXECUTE format('DROP FUNCTION IF EXISTS %I.${f.name}(${f.identity})', target_schema);`).join('\n')}
   py_prelude := replace(${dollarQuote(pythonPrelude(sources), 'py')}, '@MODULE_B64@',
     translate(encode(convert_to(${dollarQuote(sources.python, 'svc_python_module')}, 'UTF8'), 'base64'), E'\\n', ''));
   js_prelude := replace(replace(${dollarQuote(javascriptPrelude(sources), 'js')},
@@ -580,7 +580,7 @@ export function uninstallBlock(): string {
     ...PROCEDURES.map((p) => `PROCEDURE %1$I.${p.name}(${p.identity})`),
     ...FUNCTIONS.map((f) => `FUNCTION %1$I.${f.name}(${f.identity})`),
     ...IMPLS.map((f) => `FUNCTION %1$I.${f.name}(${f.identity})`),
-    ...DBLINK_INTERNALS.map((f) => `FUNCTION %1$I.${f.name}(${f.identity})`),
+    ...[...DBLINK_INTERNALS, ...DBLINK_OBSOLETE].map((f) => `FUNCTION %1$I.${f.name}(${f.identity})`),
     'FUNCTION %1$I.svc__raise(text, text, text, text)',
   ]
     .map(
