@@ -2,9 +2,19 @@
 // once open, which a sidecar should not carry while idle. The engine forks this process when it
 // needs the store, sends it the SnapshotStore calls one at a time, and ends it when idle (see
 // process-snapshot-store.ts). It holds the same SnapshotStore, so every write keeps its transaction.
+import { setFlagsFromString } from 'node:v8';
 import { startPglite } from './pglite-start.js';
 import type { SnapshotStore } from './snapshot-store.js';
 import type { StoreReply, StoreRequest } from './store-protocol.js';
+
+// PGlite's WebAssembly runs on V8's baseline compiler (Liftoff) first and is recompiled with the
+// optimizing one (TurboFan) once a function has run enough (the tiering budget). Opening PGlite runs a
+// lot of its code once, so with the default budget V8 spent about as much CPU optimizing it, on
+// background threads, as on opening it, and this short-lived process never used most of that code
+// again. A budget 100 times the default keeps the optimizing compiler for code that runs hot (a large
+// snapshot's writes) and roughly halves the CPU an open takes (docs/operations.md, "Embedded store
+// footprint"). It must be set before the module compiles, so before startPglite.
+setFlagsFromString('--wasm-tiering-budget=180000000');
 
 // The directory comes as the first argument so PGlite starts (and its WebAssembly compiles) while the
 // rest of the store loads and before the engine's first message arrives.
