@@ -3,7 +3,7 @@
 // and any store process it runs, once the store process had time to end), each beside the same figure
 // for the bare Fastify process of this run.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { rssBytes, startBareServer, startEngine } from './processes.mjs';
 
@@ -53,8 +53,12 @@ export async function footprint({ starts, idleWaitMs, log }) {
       }
       await engine.stop();
     }
-    log(`  warm start: ${warm.map((ms) => ms.toFixed(0)).join(', ')} ms (fresh data directory: ${cold.toFixed(0)} ms)`);
     const warmMs = median(warm);
+    log(
+      `  warm start: median ${warmMs.toFixed(0)} ms, range ${Math.min(...warm).toFixed(0)}-${Math.max(...warm).toFixed(0)} ms ` +
+        `(${warm.map((ms) => ms.toFixed(0)).join(', ')}; fresh data directory: ${cold.toFixed(0)} ms); ` +
+        `load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`,
+    );
     const bareMs = median(bareStarts);
     return [
       ['warm start (embedded default)', `${warmMs.toFixed(0)} ms`, '-', 'bare Fastify start', (warmMs / bareMs).toFixed(2), '<= 1500 ms', warmMs <= 1500 ? 'met' : 'MISSED', '-'],

@@ -6,8 +6,10 @@
 // PostgreSQL wire endpoint's serial round trip against a TCP echo floor ▸ stream memory over ~1 GiB ▸
 // warm start and idle RSS of the embedded default.
 // A measurement, not a test: missed targets still exit 0; any failed request or item exits 1.
-// Options: --quick (small smoke run); BENCH_STREAM_BYTES (memory run size, default 1 GiB);
-// BENCH_ENGINE_NODE_ARGS (node flags for the engine process, e.g. to profile it with --cpu-prof).
+// Options: --quick (small smoke run); --footprint (only the footprint rows: warm start and idle RSS);
+// BENCH_STREAM_BYTES (memory run size, default 1 GiB); BENCH_FOOTPRINT_STARTS (warm starts measured,
+// default 5); BENCH_ENGINE_NODE_ARGS (node flags for the engine process, e.g. to profile it with
+// --cpu-prof).
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import { encodeRequestFrame } from '../dist/http/codecs/binary-frame.js';
 import { auditOverhead } from './audit-run.mjs';
@@ -23,8 +25,17 @@ import { checkFrameBatch, checkJsonBatch, checkSingle } from './round-trip.mjs';
 
 const MIB = 1024 * 1024;
 const quick = process.argv.includes('--quick');
+const footprintOnly = process.argv.includes('--footprint');
 for (const arg of process.argv.slice(2)) {
-  if (arg !== '--quick') throw new Error(`unknown argument "${arg}" (the only flag is --quick)`);
+  if (arg !== '--quick' && arg !== '--footprint') throw new Error(`unknown argument "${arg}" (the flags are --quick and --footprint)`);
+}
+
+function footprintStarts() {
+  const raw = process.env.BENCH_FOOTPRINT_STARTS;
+  if (raw === undefined || raw === '') return quick ? 2 : 5;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < 1) throw new Error('BENCH_FOOTPRINT_STARTS must be a positive integer');
+  return value;
 }
 
 function streamBytesSetting() {
@@ -305,12 +316,29 @@ async function main() {
       log,
     })),
   );
-  log('footprint: warm starts of the embedded default and its idle RSS, beside a bare Fastify process');
-  rows.push(...(await footprint({ starts: quick ? 2 : 5, idleWaitMs: quick ? 17_000 : 20_000, log })));
+  rows.push(...(await footprintRows()));
   log(`\n${table(rows)}`);
 }
 
-main().then(
+function footprintRows() {
+  log('footprint: warm starts of the embedded default and its idle RSS, beside a bare Fastify process');
+  return footprint({ starts: footprintStarts(), idleWaitMs: quick ? 17_000 : 20_000, log });
+}
+
+/** `--footprint`: the footprint rows alone. */
+async function footprintMain() {
+  const cores = cpus();
+  const load = loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
+  log(`engine benchmark, footprint rows only${quick ? ' (--quick smoke run: figures are not meaningful)' : ''}`);
+  log(`node ${process.version}, ${cores.length} cores (${cores[0]?.model ?? 'unknown'}), load average ${load}`);
+  const rows = [['figure', 'median rate', 'CPU us/item', 'reference', 'ratio', 'target', 'result', 'CPU ratio']];
+  rows.push(...(await footprintRows()));
+  log(`\n${table(rows)}`);
+}
+
+(footprintOnly ? footprintMain() : main()).then(
   () => process.exit(0),
   (error) => {
     process.stderr.write(`benchmark failed: ${error instanceof Error ? error.message : String(error)}\n`);

@@ -1,16 +1,17 @@
-// Entry point. Start order: configuration → master key → snapshot store (migrations, last snapshot
-// loaded into the runtime cache before anything is served) → bootstrap file or dev seed → app(s) →
-// heartbeat loop (serve.ts). This module imports only what starting the store needs, so the embedded
-// store's process opens while serve.ts and the HTTP layer load (warm start, docs/operations.md).
+// Entry point. Start order: configuration → the embedded store's process forked → master key →
+// snapshot store (migrations, last snapshot loaded into the runtime cache before anything is served) →
+// bootstrap file or dev seed → app(s) → heartbeat loop (serve.ts). The embedded store's process is the
+// longest part of a warm start (docs/operations.md, "Embedded store footprint"), so it is forked first,
+// before this process loads anything but its configuration: it boots and loads PGlite while this one
+// loads its logger, reads the master key (then sends the open, the first moment the store directory is
+// touched) and loads the HTTP layer.
 import { chmod, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type Logger, pino } from 'pino';
+import type { Logger } from 'pino';
 import { ConfigError, type EngineConfig, loadConfig } from './config.js';
-import { RuntimeCache } from './core/runtime-cache.js';
 import { ShutdownSignals } from './shutdown-signals.js';
-import { CacheManager } from './store/cache-manager.js';
 import { loadMasterKey } from './store/master-key.js';
-import { ProcessSnapshotStore } from './store/process-snapshot-store.js';
+import { forkStoreProcess, ProcessSnapshotStore } from './store/process-snapshot-store.js';
 import type { SnapshotStorePort } from './store/store-protocol.js';
 
 async function main(): Promise<void> {
@@ -25,29 +26,42 @@ async function main(): Promise<void> {
     }
     throw error;
   }
+  const { store: storeConfig } = config;
+  // Everything the engine writes (the store's files, dev-mode material) is private to its user: files
+  // 0600, directories 0700, whatever the inherited umask (the store's process inherits it too); an
+  // existing data directory is tightened too.
+  process.umask(0o077);
+  await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
+  const notPrivate = await chmod(config.dataDir, 0o700).then(
+    () => undefined,
+    (error: NodeJS.ErrnoException) => error.code ?? 'failed',
+  );
+  // The embedded store runs in a process of its own, forked only while it works (docs/operations.md,
+  // "Embedded store footprint"); PostgreSQL is reached in process through a small pool.
+  const pgliteDir = join(config.dataDir, 'store');
+  const preforked = storeConfig.databaseUrl ? undefined : forkStoreProcess(pgliteDir);
+  const [{ pino }, { RuntimeCache }, { CacheManager }] = await Promise.all([
+    import('pino'),
+    import('./core/runtime-cache.js'),
+    import('./store/cache-manager.js'),
+  ]);
   const log = pino({
     level: config.logLevel,
     redact: ['req.headers["x-svc-tenant-id"]', 'req.headers["x-svc-registration-token"]'],
   });
-  const { store: storeConfig } = config;
-  // Everything the engine writes (the store's files, dev-mode material) is private to its user: files
-  // 0600, directories 0700, whatever the inherited umask; an existing data directory is tightened too.
-  process.umask(0o077);
-  await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
-  await chmod(config.dataDir, 0o700).catch((error: NodeJS.ErrnoException) =>
-    log.warn({ dataDir: config.dataDir, err: error.code }, 'could not make the data directory private (0700): check its owner'),
-  );
+  if (notPrivate !== undefined) {
+    log.warn({ dataDir: config.dataDir, err: notPrivate }, 'could not make the data directory private (0700): check its owner');
+  }
   const masterKey = await loadMasterKey(
     { value: storeConfig.masterKey, file: storeConfig.masterKeyFile, devMode: config.devMode, dataDir: config.dataDir },
     log,
   );
-  // The embedded store runs in a process of its own, forked only while it works (docs/operations.md,
-  // "Embedded store footprint"); PostgreSQL is reached in process through a small pool.
   const store: SnapshotStorePort = storeConfig.databaseUrl
     ? await openPostgresStore(storeConfig.databaseUrl, config, masterKey.key, log)
     : new ProcessSnapshotStore(
-      { pgliteDir: join(config.dataDir, 'store'), engineId: storeConfig.engineId, masterKey: masterKey.key, logLevel: config.logLevel },
+      { pgliteDir, engineId: storeConfig.engineId, masterKey: masterKey.key, logLevel: config.logLevel },
       storeConfig.idleCloseMs,
+      preforked,
     );
   const cache = new RuntimeCache();
   const manager = new CacheManager(cache, store, log);

@@ -1,7 +1,7 @@
-// Everything after the store has started (main.ts): the HTTP layer loads and the execution listener
-// is built while the last snapshot loads; then the bootstrap file or dev seed, the hub agent, the
-// listeners and the heartbeat loop. SIGTERM/SIGINT drain in-flight requests, stop the loop and close
-// the store.
+// Everything after the store has started (main.ts): the HTTP layer loads and the execution and
+// operations apps are built while the last snapshot loads; then the bootstrap file or dev seed, the
+// stored identity handed to the hub agent, the listeners and the heartbeat loop. SIGTERM/SIGINT drain
+// in-flight requests, stop the loop and close the store.
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
@@ -16,7 +16,6 @@ import { HeartbeatLoop } from './hub/heartbeat-loop.js';
 import { HubClient } from './hub/hub-client.js';
 import { registerHubMetrics } from './hub/hub-metrics.js';
 import { RuntimeAgent } from './hub/runtime-agent.js';
-import { startPgWire } from './pgwire/listener.js';
 import type { CacheManager } from './store/cache-manager.js';
 import { wrappedMaterialReader } from './store/key-material.js';
 import type { MasterKey } from './store/master-key.js';
@@ -71,6 +70,9 @@ export interface Started {
 
 export async function serve({ config, log, masterKey, store, cache, manager, restoring, signals }: Started): Promise<void> {
   const { store: storeConfig, hub: hubConfig } = config;
+  // The wire endpoint's modules (pg-gateway) load only when it is on, while the rest is built.
+  const pgwireModule = config.pgwire ? import('./pgwire/listener.js') : undefined;
+  pgwireModule?.catch(() => undefined);
   const registrationToken = await readRegistrationToken(config.registration);
   // Every execution and operations call is recorded (docs/audit.md).
   const audit = openAuditTrail(config.audit, masterKey.key, log);
@@ -84,27 +86,55 @@ export async function serve({ config, log, masterKey, store, cache, manager, res
     engineVersion: version,
     workers: pool,
   });
+  // Key material from the hub and from syncs arrives wrapped under the master key (raw only if allowed).
+  const readMaterial = wrappedMaterialReader(masterKey.key, storeConfig.allowRawKeyMaterial);
+  // Built before the last snapshot has loaded; the identity the store holds is handed to it once it
+  // has (restoreIdentity below), before anything listens.
+  const agent = new RuntimeAgent({
+    manager,
+    client: new HubClient({ timeoutMs: hubConfig.timeoutMs }),
+    readMaterial,
+    engineVersion: version,
+    log,
+    identity: null,
+    registration: { pinnedHubUrl: config.registration.hubUrl, token: registrationToken },
+  });
+  const operations: OperationsDeps = {
+    agent,
+    manager,
+    readMaterial,
+    engineVersion: version,
+    providerFamily: 'software',
+    capabilities: CAPABILITIES,
+    statsTimeoutMs: hubConfig.statsTimeoutMs,
+    statsAllowedTargets: hubConfig.statsAllowedTargets,
+    keyDestroyGraceMs: config.keyDestroyGraceMs,
+  };
+  registerHubMetrics(metrics.registry, agent);
   const separate = config.operationsListener;
-  const buildMain = (operations: OperationsDeps | undefined) =>
-    buildApp({
-      execution,
-      batches: pool,
-      limits: config.limits,
-      version,
-      logger: log,
-      metrics,
-      operations,
-      serveMetrics: !separate,
-      healthComponents: {
-        // Informational: the engine serves from memory whatever the hub and the store do.
-        hub: () => ({ status: 'UP', details: { status: agent.status } }),
-        store: () => ({ status: 'UP', details: { driver: store.driver, available: manager.health.available } }),
-      },
-    });
-  // With a separate operations listener (the default) the execution app needs nothing from the store.
-  // ready() compiles its routes and schemas now rather than at listen.
-  const earlyApp = separate ? await buildMain(undefined) : undefined;
-  await earlyApp?.app.ready();
+  // Warm start: both apps are built, their routes and schemas compiled (ready), while the last
+  // snapshot loads in the store; neither is served before it has loaded.
+  const mainApp = await buildApp({
+    execution,
+    batches: pool,
+    limits: config.limits,
+    version,
+    logger: log,
+    metrics,
+    operations: separate ? undefined : operations,
+    serveMetrics: !separate,
+    healthComponents: {
+      // Informational: the engine serves from memory whatever the hub and the store do.
+      hub: () => ({ status: 'UP', details: { status: agent.status } }),
+      store: () => ({ status: 'UP', details: { driver: store.driver, available: manager.health.available } }),
+    },
+  });
+  await mainApp.app.ready();
+  const opsApp = separate
+    ? await buildOperationsApp({ operations, metrics, limits: config.limits, logger: log, audit })
+    : undefined;
+  await opsApp?.app.ready();
+  const apps: EngineApp[] = opsApp ? [mainApp, opsApp] : [mainApp];
   const stored = await restoring;
   log.info(
     {
@@ -131,47 +161,27 @@ export async function serve({ config, log, masterKey, store, cache, manager, res
       `the stored runtime identity names hub ${stored.identity.hubUrl}, not SVC_HUB_URL (${pinned}): reset the identity (docs/operations.md#post-runtimeidentity) and register again`,
     );
   }
-  // Key material from the hub and from syncs arrives wrapped under the master key (raw only if allowed).
-  const readMaterial = wrappedMaterialReader(masterKey.key, storeConfig.allowRawKeyMaterial);
-  const agent = new RuntimeAgent({
-    manager,
-    client: new HubClient({ timeoutMs: hubConfig.timeoutMs }),
-    readMaterial,
-    engineVersion: version,
-    log,
-    identity: stored.identity,
-    registration: { pinnedHubUrl: config.registration.hubUrl, token: registrationToken },
-  });
+  agent.restoreIdentity(stored.identity);
   if (!stored.identity && !config.registration.hubUrl && registrationToken === undefined) {
     log.warn(
       'unregistered and neither SVC_HUB_URL nor SVC_REGISTRATION_TOKEN is set: whoever reaches the operations listener first may register this engine',
     );
   }
-  const operations: OperationsDeps = {
-    agent,
-    manager,
-    readMaterial,
-    engineVersion: version,
-    providerFamily: 'software',
-    capabilities: CAPABILITIES,
-    statsTimeoutMs: hubConfig.statsTimeoutMs,
-    statsAllowedTargets: hubConfig.statsAllowedTargets,
-    keyDestroyGraceMs: config.keyDestroyGraceMs,
-  };
-  registerHubMetrics(metrics.registry, agent);
-  const apps: EngineApp[] = [];
-  const mainApp = earlyApp ?? (await buildMain(operations));
-  apps.push(mainApp);
   // The PostgreSQL wire endpoint (docs/pgwire.md): off unless SVC_PG_PORT is set or in dev mode;
   // up before the HTTP listener, so a health answer means every listener is.
-  const pgwire = config.pgwire
-    ? await startPgWire({ execution, config: config.pgwire, limits: config.limits, version, service: SERVICE_NAME, log })
+  const pgwire = config.pgwire && pgwireModule
+    ? await (await pgwireModule).startPgWire({
+      execution,
+      config: config.pgwire,
+      limits: config.limits,
+      version,
+      service: SERVICE_NAME,
+      log,
+    })
     : undefined;
   const address = await mainApp.app.listen({ host: config.host, port: config.port });
-  if (separate) {
-    const ops = await buildOperationsApp({ operations, metrics, limits: config.limits, logger: log, audit });
-    apps.push(ops);
-    const opsAddress = await ops.app.listen({ host: separate.host, port: separate.port });
+  if (separate && opsApp) {
+    const opsAddress = await opsApp.app.listen({ host: separate.host, port: separate.port });
     // At warn, the level test harnesses keep, so a harness can find a port-0 listener's address.
     log.warn({ operationsAddress: opsAddress }, 'operations API listening');
   } else {

@@ -1,6 +1,7 @@
 // The embedded store in its own process: calls reach the same SnapshotStore, the process ends when
 // idle and comes back with the data, and a store process that dies is replaced by the next call.
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,7 +10,7 @@ import type { KeyRecord, PolicyRecord } from '../src/core/records.js';
 import { RuntimeCache } from '../src/core/runtime-cache.js';
 import { CacheManager } from '../src/store/cache-manager.js';
 import { silentLogger } from '../src/store/logger.js';
-import { ProcessSnapshotStore } from '../src/store/process-snapshot-store.js';
+import { forkStoreProcess, ProcessSnapshotStore } from '../src/store/process-snapshot-store.js';
 
 const policy: PolicyRecord = {
   policyCode: 'P1',
@@ -25,10 +26,11 @@ let root: string;
 const masterKey = randomBytes(32);
 const stores: ProcessSnapshotStore[] = [];
 
-function processStore(idleCloseMs: number): ProcessSnapshotStore {
+function processStore(idleCloseMs: number, preforked?: ReturnType<typeof forkStoreProcess>): ProcessSnapshotStore {
   const store = new ProcessSnapshotStore(
     { pgliteDir: join(root, 'store'), engineId: 'default', masterKey, logLevel: 'silent' },
     idleCloseMs,
+    preforked,
   );
   stores.push(store);
   return store;
@@ -108,4 +110,34 @@ it('never opens one directory twice: a second store process waits until the firs
   expect(loaded).toBe(false);
   await first.close();
   expect((await load).identity).toEqual({ hubUrl: 'http://hub:1', tenantId: 't' });
+});
+
+it('a store process forked ahead touches the directory only once it is sent the open', async () => {
+  // One that is never handed over (the engine failed to start) ends with its channel, leaving nothing.
+  const unused = forkStoreProcess(join(root, 'store'));
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  const ended = new Promise((resolve) => unused.once('exit', resolve));
+  unused.disconnect();
+  await ended;
+  expect(existsSync(join(root, 'store'))).toBe(false);
+  expect(existsSync(join(root, 'store.lock'))).toBe(false);
+
+  // One that is handed over serves the first call.
+  const preforked = forkStoreProcess(join(root, 'store'));
+  const store = processStore(60_000, preforked);
+  await store.saveIdentity({ hubUrl: 'http://hub:1', tenantId: 't' });
+  expect(store.pid).toBe(preforked.pid);
+  expect((await store.load()).identity).toEqual({ hubUrl: 'http://hub:1', tenantId: 't' });
+});
+
+it('a store process forked ahead that ended before it was handed over is replaced by the first call', async () => {
+  const preforked = forkStoreProcess(join(root, 'store'));
+  const ended = new Promise((resolve) => preforked.once('exit', resolve));
+  preforked.kill('SIGKILL');
+  await ended;
+  const store = processStore(60_000, preforked);
+  expect(store.pid).toBeUndefined();
+  await store.saveIdentity({ hubUrl: 'http://hub:1', tenantId: 't' });
+  expect(store.pid).toBeTypeOf('number');
+  expect(store.pid).not.toBe(preforked.pid);
 });

@@ -96,6 +96,14 @@ export class RuntimeAgent {
     return this.#identity;
   }
 
+  /**
+   * The identity the store held at start, for an agent built while the last snapshot was still loading
+   * (serve.ts builds the operations API meanwhile); called before anything is served.
+   */
+  restoreIdentity(identity: RuntimeIdentity | null): void {
+    this.#identity = identity;
+  }
+
   get status(): EngineStatus {
     if (!this.#identity) return 'UNREGISTERED';
     return this.#online ? 'ONLINE' : 'OFFLINE';

@@ -25,20 +25,41 @@ function revive(error: { name: string; message: string }): Error {
 const fromSource = import.meta.url.endsWith('.ts');
 const ENTRY = fileURLToPath(new URL(fromSource ? './store-process.ts' : './store-process.js', import.meta.url));
 
+/**
+ * Forks a store process for `pgliteDir` ahead of the first call: it boots and loads PGlite while the
+ * engine loads the rest of itself (warm start, main.ts), and touches the directory only once a
+ * ProcessSnapshotStore given it sends the open. A process that is never handed over ends with the
+ * engine (it ends when its IPC channel closes).
+ */
+export function forkStoreProcess(pgliteDir: string): ChildProcess {
+  return fork(ENTRY, [pgliteDir], {
+    execArgv: fromSource ? ['--import', 'tsx'] : [],
+    serialization: 'advanced',
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+}
+
 export class ProcessSnapshotStore implements Port {
   readonly driver = 'pglite' as const;
   readonly location: string;
   #child: ChildProcess | undefined;
+  /** The child the open was sent to (the open goes with the first call to each child). */
+  #opened: ChildProcess | undefined;
   #nextId = 1;
   readonly #pending = new Map<number, Pending>();
   #queue: Promise<unknown> = Promise.resolve();
   #idleTimer: NodeJS.Timeout | undefined;
 
+  /** `preforked`: a process forkStoreProcess started for the same directory, used for the first call. */
   constructor(
     readonly open: OpenArgs,
     readonly idleCloseMs: number,
+    preforked?: ChildProcess,
   ) {
     this.location = open.pgliteDir;
+    // One that already ended (its exitCode or signalCode is set before its 'exit' event) is left: the
+    // first call forks another.
+    if (preforked && preforked.exitCode === null && preforked.signalCode === null) this.#child = this.#adopt(preforked);
   }
 
   /** The store process's pid while one runs (for /runtime/info-style reporting and tests). */
@@ -59,10 +80,11 @@ export class ProcessSnapshotStore implements Port {
 
   #call<T>(method: StoreMethod, args: unknown[]): Promise<T> {
     return this.#serial(async () => {
-      if (this.#child) return (await this.#send(this.#child, method, args)) as T;
+      const child = (this.#child ??= this.#adopt(forkStoreProcess(this.open.pgliteDir)));
+      if (this.#opened === child) return (await this.#send(child, method, args)) as T;
       // Open and the call go out together (the child handles them in order), so a start does not
       // wait for the engine's event loop between them; an open that fails is the error reported.
-      const child = (this.#child = this.#fork());
+      this.#opened = child;
       const opened = this.#send(child, 'open', this.open);
       const result = this.#send(child, method, args);
       result.catch(() => undefined);
@@ -106,12 +128,7 @@ export class ProcessSnapshotStore implements Port {
     });
   }
 
-  #fork(): ChildProcess {
-    const child = fork(ENTRY, [this.open.pgliteDir], {
-      execArgv: fromSource ? ['--import', 'tsx'] : [],
-      serialization: 'advanced',
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
+  #adopt(child: ChildProcess): ChildProcess {
     child.on('message', (reply: StoreReply) => {
       const pending = this.#pending.get(reply.id);
       if (!pending) return;

@@ -2,15 +2,50 @@
 // once open, which a sidecar should not carry while idle. The engine forks this process when it
 // needs the store, sends it the SnapshotStore calls one at a time, and ends it when idle (see
 // process-snapshot-store.ts). It holds the same SnapshotStore, so every write keeps its transaction.
+import { createRequire } from 'node:module';
+import { setFlagsFromString } from 'node:v8';
+import type { Logger } from './logger.js';
 import { startPglite } from './pglite-start.js';
 import type { SnapshotStore } from './snapshot-store.js';
 import type { StoreReply, StoreRequest } from './store-protocol.js';
 
-// The directory comes as the first argument so PGlite starts (and its WebAssembly compiles) while the
-// rest of the store loads and before the engine's first message arrives.
-const started = startPglite(process.argv[2]);
-started.catch(() => undefined);
+// PGlite's WebAssembly runs on V8's baseline compiler (Liftoff) first and is recompiled with the
+// optimizing one (TurboFan) once a function has run enough (the tiering budget). Opening PGlite runs a
+// lot of its code once, so with the default budget V8 spent about as much CPU optimizing it, on
+// background threads, as on opening it, and this short-lived process never used most of that code
+// again. A budget 100 times the default keeps the optimizing compiler for code that runs hot (a large
+// snapshot's writes) and roughly halves the CPU an open takes (docs/operations.md, "Embedded store
+// footprint"). It must be set before the module compiles, so before startPglite.
+setFlagsFromString('--wasm-tiering-budget=180000000');
+
+// PGlite starts on the directory when the engine's open arrives (never before: an engine that fails to
+// start before sending it, a master key it cannot read say, leaves the directory untouched). The engine
+// forks this process before it loads its own modules (main.ts), so this process has usually booted and
+// loaded PGlite's module by the time the open arrives. The directory also comes as the first argument,
+// which names the store in process listings.
+const pgliteModule = import('@electric-sql/pglite');
+pgliteModule.catch(() => undefined);
+let started: ReturnType<typeof startPglite> | undefined;
 let store: SnapshotStore | undefined;
+
+/**
+ * pino, loaded when this process first logs (it seldom does): loading it took about 50 ms of the
+ * process's start, which is on the engine's warm start.
+ */
+function lazyLogger(level: string): Logger {
+  let log: Logger | undefined;
+  const get = (): Logger =>
+    (log ??= (createRequire(import.meta.url)('pino') as typeof import('pino')).pino({
+      level,
+      base: { component: 'store-process' },
+    }));
+  return {
+    debug: (fields, message) => get().debug(fields, message),
+    info: (fields, message) => get().info(fields, message),
+    warn: (fields, message) => get().warn(fields, message),
+    error: (fields, message) => get().error(fields, message),
+  };
+}
 
 function reply(message: StoreReply): void {
   process.send?.(message);
@@ -20,13 +55,11 @@ async function handle(request: StoreRequest): Promise<void> {
   try {
     if (request.method === 'open') {
       const { pgliteDir, engineId, masterKey, logLevel } = request.args;
-      const [{ pino }, { openDb }, { SnapshotStore }] = await Promise.all([
-        import('pino'),
-        import('./open-store.js'),
-        import('./snapshot-store.js'),
-      ]);
-      const log = pino({ level: logLevel, base: { component: 'store-process' } });
-      store = new SnapshotStore(await openDb({ pgliteDir, started }, log), engineId, masterKey);
+      if (started) throw new Error('the store process was opened already');
+      started = startPglite(pgliteDir);
+      started.catch(() => undefined);
+      const [{ openDb }, { SnapshotStore }] = await Promise.all([import('./open-store.js'), import('./snapshot-store.js')]);
+      store = new SnapshotStore(await openDb({ pgliteDir, started }, lazyLogger(logLevel)), engineId, masterKey);
       reply({ id: request.id, result: null });
       return;
     }
@@ -49,7 +82,12 @@ let queue: Promise<void> = Promise.resolve();
 process.on('message', (request: StoreRequest) => {
   queue = queue.then(() => handle(request));
 });
-// The engine went away (crash, SIGKILL): nothing is in flight that a restart would not redo.
+// The engine went away (crash, SIGKILL, a start that failed): nothing is in flight that a restart would
+// not redo. PGlite is closed cleanly even if it was still opening (it was started but not yet handed to
+// the store), rather than ended while it may write.
 process.on('disconnect', () => {
-  void queue.then(() => store?.close()).finally(() => process.exit(0));
+  void queue
+    .then(() => (store ? store.close() : started?.then((client) => client.close())))
+    .catch(() => undefined)
+    .finally(() => process.exit(0));
 });
