@@ -17,7 +17,7 @@ import { BINARY_FRAME_TYPE, decodeResponseFrame, encodeRequestFrame } from '../s
 import { checkJsonLimits, JsonScanner } from '../src/http/json-body.js';
 import { buildOperationsApp } from '../src/http/app.js';
 import { createMetrics } from '../src/http/metrics.js';
-import { closeSharedDb } from './support/hub-fixtures.js';
+import { closeSharedDb, TENANT } from './support/hub-fixtures.js';
 import { RuntimeCache } from '../src/core/runtime-cache.js';
 import { HubClient } from '../src/hub/hub-client.js';
 import { RuntimeAgent } from '../src/hub/runtime-agent.js';
@@ -180,10 +180,15 @@ async function stalls(limit: number, work: () => Promise<void>): Promise<number[
  * Posts a body built by `source` (JavaScript evaluating to a string) from a separate process, so the
  * client's own work does not count as the engine's; resolves with the status and a summary of the answer.
  */
-async function postFromChild(port: number, source: string, path = '/api/encrypt/batch'): Promise<{ status: number; summary: Record<string, unknown> }> {
+async function postFromChild(
+  port: number,
+  source: string,
+  path = '/api/encrypt/batch',
+  headers: Record<string, string> = {},
+): Promise<{ status: number; summary: Record<string, unknown> }> {
   const script = `
     const body = ${source};
-    const res = await fetch('http://127.0.0.1:${port}${path}', { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const res = await fetch('http://127.0.0.1:${port}${path}', { method: 'POST', headers: ${JSON.stringify({ 'content-type': 'application/json', ...headers })}, body });
     const answer = JSON.parse(await res.text());
     const last = answer.results?.at(-1);
     process.stdout.write(JSON.stringify({ status: res.status, summary: { ...answer, results: undefined, last, resultCount: answer.results?.length } }));
@@ -218,19 +223,44 @@ describe('the event loop under the largest bodies (limits at their defaults, ove
     }
   });
 
-  it('refuses 32 MiB of nested arrays on the operations identity route (open to whoever reaches it) with 400 without stalling other requests 100 ms', async () => {
+  it('refuses 32 MiB of nested or flat arrays on the operations identity route (open to whoever reaches it) with 413 at its 64 KiB limit, without stalling other requests 100 ms', async () => {
     const world = await operationsWorld({ registered: false });
+    const ops = await buildOperationsApp({ operations: world.deps, limits: defaults });
+    try {
+      await ops.app.listen({ host: '127.0.0.1', port: 0 });
+      const port = (ops.app.server.address() as AddressInfo).port;
+      for (const body of [
+        `'{"hubUrl":' + '['.repeat(${half - 8}) + ']'.repeat(${half - 8}) + '}'`,
+        `'{"hubUrl":[' + '0,'.repeat(${half - 8}) + '0]}'`,
+      ]) {
+        let answer: { status: number; summary: Record<string, unknown> } | undefined;
+        const seen = await stalls(100, async () => {
+          answer = await postFromChild(port, body, '/engine/api/v1/runtime/identity');
+        });
+        expect(answer).toEqual({ status: 413, summary: { error: 'request body exceeds 65536 bytes' } });
+        expect(Math.min(...seen), `longest event-loop stalls in ms: ${seen.join(', ')}`).toBeLessThan(100);
+      }
+      expect(world.agent.status).toBe('UNREGISTERED');
+    } finally {
+      await ops.app.close();
+      await world.close();
+    }
+  });
+
+  it('refuses 32 MiB of nested arrays on an operations sync with 400 before parsing, without stalling other requests 100 ms', async () => {
+    const world = await operationsWorld({ registered: true });
     const ops = await buildOperationsApp({ operations: world.deps, limits: defaults });
     try {
       await ops.app.listen({ host: '127.0.0.1', port: 0 });
       const port = (ops.app.server.address() as AddressInfo).port;
       let answer: { status: number; summary: Record<string, unknown> } | undefined;
       const seen = await stalls(100, async () => {
-        answer = await postFromChild(port, `'{"hubUrl":' + '['.repeat(${half - 8}) + ']'.repeat(${half - 8}) + '}'`, '/engine/api/v1/runtime/identity');
+        answer = await postFromChild(port, `'{"policies":' + '['.repeat(${half - 8}) + ']'.repeat(${half - 8}) + '}'`, '/engine/api/v1/cache/policies/sync', {
+          'x-svc-tenant-id': TENANT,
+        });
       });
       expect(answer).toEqual({ status: 400, summary: { error: 'decode request: JSON nested deeper than 32 levels' } });
       expect(Math.min(...seen), `longest event-loop stalls in ms: ${seen.join(', ')}`).toBeLessThan(100);
-      expect(world.agent.status).toBe('UNREGISTERED');
     } finally {
       await ops.app.close();
       await world.close();

@@ -12,7 +12,7 @@ export function toEngineError(error: FastifyError | Error, request: FastifyReque
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return errors.unsupportedMediaType(request.headers['content-type'] ?? '');
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return errors.tooLarge(`request body exceeds ${bodyLimit} bytes`);
+      return errors.tooLarge(`request body exceeds ${request.routeOptions.bodyLimit ?? bodyLimit} bytes`);
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return errors.decode('body is empty');
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':

@@ -10,10 +10,21 @@ import type { OperationsDeps } from './deps.js';
 import { errorResponses, SuccessBody } from './schemas.js';
 import { presentedTenant, sendUnauthorized } from './tenant-guard.js';
 
+/**
+ * The route is open to whoever reaches the operations listener until the first registration, and its
+ * body is two short strings: anything beyond 64 KiB is refused (413) from its Content-Length, before a
+ * byte of it is read or parsed.
+ */
+export const IDENTITY_BODY_LIMIT_BYTES = 64 * 1024;
+
 export const runtimeIdentityRoute: FastifyPluginAsync<OperationsDeps> = async (app, { agent }) => {
   app.post(
     '/runtime/identity',
-    { onRequest: accepts('application/json'), schema: { response: { 200: SuccessBody, ...errorResponses } } },
+    {
+      onRequest: accepts('application/json'),
+      bodyLimit: IDENTITY_BODY_LIMIT_BYTES,
+      schema: { response: { 200: SuccessBody, ...errorResponses } },
+    },
     async (request, reply) => {
       try {
         const token = request.headers[REGISTRATION_TOKEN_HEADER];
