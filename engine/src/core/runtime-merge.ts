@@ -241,19 +241,17 @@ export function summarize(content: SnapshotContent): ContentSummary {
  * hashes them; summarize then only combines cached hashes.
  */
 export async function prepareSummary(content: SnapshotContent, chunk = 1000): Promise<void> {
-  const rows: ReadonlyArray<readonly [readonly object[], (record: never) => string]> = [
-    [content.policies, policyLine],
-    [content.keys, keyLine],
-    [content.destroyed ?? [], destroyedLine],
-  ];
   let done = 0;
-  for (const [records, line] of rows) {
+  const hashAll = async <T extends object>(records: readonly T[], line: (record: T) => string) => {
     for (const record of records) {
       if (lineHashes.has(record)) continue;
-      lineHash(record, () => (line as (r: object) => string)(record));
+      lineHash(record, () => line(record));
       if (++done % chunk === 0) await new Promise((resolve) => setImmediate(resolve));
     }
-  }
+  };
+  await hashAll(content.policies, policyLine);
+  await hashAll(content.keys, keyLine);
+  await hashAll(content.destroyed ?? [], destroyedLine);
 }
 
 /**
