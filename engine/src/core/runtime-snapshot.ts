@@ -191,8 +191,9 @@ export class RuntimeSnapshot implements SnapshotContent {
   encryptContext(policy: PolicyRecord): EncryptContext | EngineError {
     let context = this.#encrypt.get(policy.policyCode);
     if (context === undefined) {
-      if (this.#byCode.get(policy.policyCode) !== policy) return errors.policyNotFound(policy.policyCode);
-      context = this.#prepareEncrypt(policy);
+      const own = this.#byCode.get(policy.policyCode);
+      if (!own) return errors.policyNotFound(policy.policyCode);
+      context = this.#prepareEncrypt(own);
       this.#encrypt.set(policy.policyCode, context);
     }
     return context;
