@@ -17,7 +17,7 @@ import pg from 'pg';
 import { BINARY_FRAME_TYPE, encodeRequestFrame, RESPONSE_HEADER_LENGTH } from '../../engine/src/http/codecs/binary-frame.js';
 import { startEngine } from '../src/engine-process.js';
 import { createDatabase, freePort, startPostgres, withClient } from '../src/postgres-harness.js';
-import { applyMigrations, setEngineServer } from '../src/sql-install.js';
+import { applyMigrations, setDblinkServer, setEngineServer } from '../src/sql-install.js';
 import { POLICIES, testBootstrap } from '../src/test-policies.js';
 
 const ROWS = Number(process.env.SVC_BENCH_ROWS ?? 50_000);
@@ -248,9 +248,8 @@ async function dblinkFigures(adminUrl: string, pgPort: number): Promise<Map<stri
   const url = await createDatabase(adminUrl, 'svc_bench_dblink');
   await applyMigrations(url, { 'svc.bridge': 'dblink' });
   const self = new URL(url);
+  await setDblinkServer(url, { port: pgPort, password: BENCH_PG_PASSWORD });
   await withClient(url, async (c) => {
-    await c.query(`CREATE SERVER svc_engine FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '127.0.0.1', port '${pgPort}', dbname 'svc')`);
-    await c.query(`CREATE USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (user 'svc', password '${BENCH_PG_PASSWORD}')`);
     await c.query(`CREATE TABLE src (id int PRIMARY KEY, v text);
       INSERT INTO src SELECT g, 'user' || g || '@example.com' FROM generate_series(1, ${ROWS}) g; ANALYZE src;`);
   });

@@ -13,7 +13,7 @@ import { engineClient } from '../src/engine-client.js';
 import { superviseEngine } from '../src/engine-supervisor.js';
 import { startHub } from '../src/hub-process.js';
 import { createDatabase, freePort, startPostgres, withClient } from '../src/postgres-harness.js';
-import { applyMigrations, setEngineServer } from '../src/sql-install.js';
+import { applyMigrations, setDblinkServer, setEngineServer } from '../src/sql-install.js';
 
 const ROWS = Number(process.env.SVC_DEMO_ROWS ?? 100_000);
 const TENANT = 'tenant-rotation-demo';
@@ -67,14 +67,8 @@ async function main(): Promise<void> {
       const url = await createDatabase(postgres.adminUrl, `svc_demo_${bridge}`);
       urls[bridge] = url;
       await applyMigrations(url, { 'svc.bridge': bridge });
-      if (bridge === 'dblink') {
-        await withClient(url, async (c) => {
-          await c.query(`CREATE SERVER svc_engine FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '127.0.0.1', port '${pgPort}', dbname 'svc')`);
-          await c.query(`CREATE USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (user 'svc', password '${ENGINE_PASSWORD}')`);
-        });
-      } else {
-        await setEngineServer(url, { url: engine.url });
-      }
+      if (bridge === 'dblink') await setDblinkServer(url, { port: pgPort, password: ENGINE_PASSWORD });
+      else await setEngineServer(url, { url: engine.url });
       await withClient(url, async (c) => {
         console.log(`\n=== ${bridge} bridge: the column under key version 1`);
         await run(c, `CREATE TABLE customers AS SELECT g AS id, 'user' || g || '@example.com' AS email FROM generate_series(1, ${ROWS}) g;

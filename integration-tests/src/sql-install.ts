@@ -63,6 +63,21 @@ export async function setEngineServer(url: string, address: EngineAddress): Prom
   });
 }
 
+/**
+ * Points the dblink bridge of a database at an engine's wire endpoint the way docs/sql.md §1a tells the
+ * DBA to: the foreign server svc_engine on dblink_fdw and a user mapping for the superuser of `url` (who
+ * applied the migrations and so owns the functions) with the endpoint's credentials.
+ */
+export async function setDblinkServer(url: string, endpoint: { port: number; password: string; user?: string }): Promise<void> {
+  await withClient(url, async (client) => {
+    await client.query('DROP SERVER IF EXISTS svc_engine CASCADE');
+    await client.query(`CREATE SERVER svc_engine FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '127.0.0.1', port '${endpoint.port}', dbname 'svc')`);
+    await client.query(
+      `CREATE USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (user ${client.escapeLiteral(endpoint.user ?? 'svc')}, password ${client.escapeLiteral(endpoint.password)})`,
+    );
+  });
+}
+
 async function setAll(client: pg.Client, settings: Record<string, string>): Promise<void> {
   for (const [name, value] of Object.entries(settings)) {
     await client.query('SELECT set_config($1, $2, false)', [name, value]);

@@ -9,7 +9,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type RunningEngine, startEngine } from '../src/engine-process.js';
 import { clientBinDir, createDatabase, dropDatabase, freePort, withClient } from '../src/postgres-harness.js';
-import { applyMigrations, migrationPaths, runTool, uninstall } from '../src/sql-install.js';
+import { applyMigrations, migrationPaths, runTool, setDblinkServer, uninstall } from '../src/sql-install.js';
 import { startTrap } from '../src/trap-listener.js';
 import { POLICIES, POLICY_NAME, testBootstrap } from '../src/test-policies.js';
 
@@ -106,10 +106,9 @@ beforeAll(async () => {
   });
   url = await createDatabase(adminUrl, DB);
   await applyMigrations(url, { 'svc.bridge': 'dblink' });
+  // What the DBA does once (docs/sql.md): the engine's address and the credentials.
+  await setDblinkServer(url, { port: pgPort, password: ENGINE_PASSWORD });
   await asAdmin(async (c) => {
-    // What the DBA does once (docs/sql.md): the engine's address and the credentials.
-    await c.query(`CREATE SERVER svc_engine FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '127.0.0.1', port '${pgPort}', dbname 'svc')`);
-    await c.query(`CREATE USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (user 'svc', password '${ENGINE_PASSWORD}')`);
     await c.query(`DROP ROLE IF EXISTS ${APP}`);
     await c.query(`CREATE ROLE ${APP} LOGIN NOSUPERUSER PASSWORD '${APP_PASSWORD}'`);
     await c.query(`GRANT svc_user TO ${APP}`);

@@ -6,7 +6,7 @@ import { connect, createServer, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type RunningEngine, startEngine } from '../src/engine-process.js';
 import { createDatabase, dropDatabase, freePort, withClient } from '../src/postgres-harness.js';
-import { applyMigrations, setEngineServer } from '../src/sql-install.js';
+import { applyMigrations, setDblinkServer, setEngineServer } from '../src/sql-install.js';
 import { POLICIES, testBootstrap } from '../src/test-policies.js';
 
 const adminUrl = inject('databaseUrl');
@@ -56,14 +56,8 @@ beforeAll(async () => {
     const url = await createDatabase(adminUrl, `svc_parallel_${bridge}_it`);
     urls.set(bridge, url);
     await applyMigrations(url, { 'svc.bridge': bridge });
-    await withClient(url, async (c) => {
-      if (bridge === 'dblink') {
-        await c.query(`CREATE SERVER svc_engine FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '127.0.0.1', port '${pgPort}', dbname 'svc')`);
-        await c.query(`CREATE USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (user 'svc', password '${ENGINE_PASSWORD}')`);
-      } else {
-      }
-    });
-    if (bridge !== 'dblink') await setEngineServer(url, { url: engine.url });
+    if (bridge === 'dblink') await setDblinkServer(url, { port: pgPort, password: ENGINE_PASSWORD });
+    else await setEngineServer(url, { url: engine.url });
     await withClient(url, (c) =>
       c.query(`CREATE TABLE t AS SELECT g AS id, svc_encrypt('v' || g, '${POLICIES.random}') AS v FROM generate_series(1, ${ROWS}) g; ANALYZE t`),
     );

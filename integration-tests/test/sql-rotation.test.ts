@@ -13,7 +13,7 @@ import { engineClient, eventually } from '../src/engine-client.js';
 import { type SupervisedEngine, superviseEngine } from '../src/engine-supervisor.js';
 import { type RunningHub, startHub } from '../src/hub-process.js';
 import { createDatabase, dropDatabase, freePort, withClient } from '../src/postgres-harness.js';
-import { applyMigrations, setEngineServer } from '../src/sql-install.js';
+import { applyMigrations, setDblinkServer, setEngineServer } from '../src/sql-install.js';
 
 const TENANT = 'tenant-sql-rotation-41d2';
 const MASTER_KEY = randomBytes(32).toString('base64');
@@ -113,14 +113,8 @@ beforeAll(async () => {
     const url = await createDatabase(adminUrl, `svc_rotation_${bridge}_it`);
     urls.set(bridge, url);
     await applyMigrations(url, { 'svc.bridge': bridge });
-    await withClient(url, async (c) => {
-      if (bridge === 'dblink') {
-        await c.query(`CREATE SERVER svc_engine FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '127.0.0.1', port '${pgPort}', dbname 'svc')`);
-        await c.query(`CREATE USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (user 'svc', password '${ENGINE_PASSWORD}')`);
-      } else {
-      }
-    });
-    if (bridge !== 'dblink') await setEngineServer(url, { url: engine.url });
+    if (bridge === 'dblink') await setDblinkServer(url, { port: pgPort, password: ENGINE_PASSWORD });
+    else await setEngineServer(url, { url: engine.url });
     // Under version 1: a deterministic column (equality search) and a randomized one.
     await inDb(bridge, async (c) => {
       await c.query(`CREATE TABLE ssn (id int PRIMARY KEY, v text NOT NULL);
