@@ -191,6 +191,11 @@ BEGIN
             EXIT;
           END IF;
           PERFORM pg_catalog.pg_sleep(0.001);
+          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+          FOR poll IN 1..16 LOOP
+            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+          END LOOP;
         END IF;
       END LOOP;
       EXIT WHEN timed_out;
@@ -307,6 +312,11 @@ BEGIN
             EXIT;
           END IF;
           PERFORM pg_catalog.pg_sleep(0.001);
+          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+          FOR poll IN 1..16 LOOP
+            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+          END LOOP;
         END IF;
       END LOOP;
       EXIT WHEN timed_out;
@@ -389,6 +399,11 @@ BEGIN
             EXIT;
           END IF;
           PERFORM pg_catalog.pg_sleep(0.001);
+          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+          FOR poll IN 1..16 LOOP
+            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+          END LOOP;
         END IF;
       END LOOP;
       EXIT WHEN timed_out;
@@ -471,6 +486,11 @@ BEGIN
             EXIT;
           END IF;
           PERFORM pg_catalog.pg_sleep(0.001);
+          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+          FOR poll IN 1..16 LOOP
+            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+          END LOOP;
         END IF;
       END LOOP;
       EXIT WHEN timed_out;
@@ -551,6 +571,11 @@ BEGIN
             EXIT;
           END IF;
           PERFORM pg_catalog.pg_sleep(0.001);
+          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+          FOR poll IN 1..16 LOOP
+            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+          END LOOP;
         END IF;
       END LOOP;
       EXIT WHEN timed_out;
@@ -673,6 +698,11 @@ BEGIN
             EXIT;
           END IF;
           PERFORM pg_catalog.pg_sleep(0.001);
+          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+          FOR poll IN 1..16 LOOP
+            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+          END LOOP;
         END IF;
       END LOOP;
       EXIT WHEN timed_out;
@@ -773,6 +803,11 @@ BEGIN
             EXIT;
           END IF;
           PERFORM pg_catalog.pg_sleep(0.001);
+          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+          FOR poll IN 1..16 LOOP
+            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+          END LOOP;
         END IF;
       END LOOP;
       EXIT WHEN timed_out;
@@ -852,6 +887,11 @@ BEGIN
             EXIT;
           END IF;
           PERFORM pg_catalog.pg_sleep(0.001);
+          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+          FOR poll IN 1..16 LOOP
+            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+          END LOOP;
         END IF;
       END LOOP;
       EXIT WHEN timed_out;
@@ -937,6 +977,11 @@ BEGIN
             EXIT;
           END IF;
           PERFORM pg_catalog.pg_sleep(0.001);
+          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+          FOR poll IN 1..16 LOOP
+            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+          END LOOP;
         END IF;
       END LOOP;
       EXIT WHEN timed_out;

@@ -207,6 +207,11 @@ BEGIN
             EXIT;
           END IF;
           PERFORM pg_catalog.pg_sleep(0.001);
+          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+          FOR poll IN 1..16 LOOP
+            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+          END LOOP;
         END IF;
       END LOOP;
       EXIT WHEN timed_out;
@@ -323,6 +328,11 @@ BEGIN
             EXIT;
           END IF;
           PERFORM pg_catalog.pg_sleep(0.001);
+          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+          FOR poll IN 1..16 LOOP
+            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+          END LOOP;
         END IF;
       END LOOP;
       EXIT WHEN timed_out;
@@ -405,6 +415,11 @@ BEGIN
             EXIT;
           END IF;
           PERFORM pg_catalog.pg_sleep(0.001);
+          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+          FOR poll IN 1..16 LOOP
+            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+          END LOOP;
         END IF;
       END LOOP;
       EXIT WHEN timed_out;
@@ -487,6 +502,11 @@ BEGIN
             EXIT;
           END IF;
           PERFORM pg_catalog.pg_sleep(0.001);
+          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+          FOR poll IN 1..16 LOOP
+            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+          END LOOP;
         END IF;
       END LOOP;
       EXIT WHEN timed_out;
@@ -567,6 +587,11 @@ BEGIN
             EXIT;
           END IF;
           PERFORM pg_catalog.pg_sleep(0.001);
+          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+          FOR poll IN 1..16 LOOP
+            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+          END LOOP;
         END IF;
       END LOOP;
       EXIT WHEN timed_out;
@@ -689,6 +714,11 @@ BEGIN
             EXIT;
           END IF;
           PERFORM pg_catalog.pg_sleep(0.001);
+          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+          FOR poll IN 1..16 LOOP
+            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+          END LOOP;
         END IF;
       END LOOP;
       EXIT WHEN timed_out;
@@ -789,6 +819,11 @@ BEGIN
             EXIT;
           END IF;
           PERFORM pg_catalog.pg_sleep(0.001);
+          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+          FOR poll IN 1..16 LOOP
+            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+          END LOOP;
         END IF;
       END LOOP;
       EXIT WHEN timed_out;
@@ -868,6 +903,11 @@ BEGIN
             EXIT;
           END IF;
           PERFORM pg_catalog.pg_sleep(0.001);
+          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+          FOR poll IN 1..16 LOOP
+            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+          END LOOP;
         END IF;
       END LOOP;
       EXIT WHEN timed_out;
@@ -953,6 +993,11 @@ BEGIN
             EXIT;
           END IF;
           PERFORM pg_catalog.pg_sleep(0.001);
+          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+          FOR poll IN 1..16 LOOP
+            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+          END LOOP;
         END IF;
       END LOOP;
       EXIT WHEN timed_out;
