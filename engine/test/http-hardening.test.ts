@@ -14,7 +14,7 @@ import { pino } from 'pino';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { type Limits, loadConfig } from '../src/config.js';
 import { BINARY_FRAME_TYPE, decodeResponseFrame, encodeRequestFrame } from '../src/http/codecs/binary-frame.js';
-import { checkJsonLimits, JsonScanner } from '../src/http/json-body.js';
+import { checkJsonLimits, JsonScanner } from '../src/core/json-scanner.js';
 import { buildOperationsApp } from '../src/http/app.js';
 import { createMetrics } from '../src/http/metrics.js';
 import { closeSharedDb, TENANT } from './support/hub-fixtures.js';
