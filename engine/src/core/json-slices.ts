@@ -13,7 +13,7 @@ import type { Sliced } from './time-slices.js';
 /** Bytes parsed at once (well under a millisecond); containers larger than this are parsed in pieces. */
 export const PIECE_BYTES = 64 * 1024;
 /** Bytes scanned at once (a few milliseconds). */
-const SCAN_BYTES = 256 * 1024;
+const SCAN_BYTES = 64 * 1024;
 
 export interface JsonRules extends JsonLimits {
   /**

@@ -36,8 +36,13 @@ export function runNow<T>(work: Sliced<T>): T {
   }
 }
 
-/** Runs sliced work, pausing at its yields whenever the slice is used up. */
+/**
+ * Runs sliced work, pausing at its yields whenever the slice is used up; also before its first step,
+ * unless a slice started just now: the turn that starts it may have done much already (receiving a
+ * large body, say).
+ */
 export async function runInSlices<T>(work: Sliced<T>): Promise<T> {
+  if (sliceDue()) await nextSlice();
   for (;;) {
     const step = work.next();
     if (step.done) return step.value;

@@ -87,7 +87,7 @@ port.on('message', (message: ToWorker) => {
     case 'snapshot':
       // Installed synchronously (keys imported now): a slice posted after it finds it, since messages
       // on one port arrive in order.
-      snapshots.set(message.generation, new RuntimeSnapshot(message.content, counters));
+      snapshots.set(message.generation, RuntimeSnapshot.of(message.content, counters));
       post({ type: 'installed', generation: message.generation });
       return;
     case 'release':
