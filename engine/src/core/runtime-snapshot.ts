@@ -93,6 +93,31 @@ export function* checkSnapshotContent(content: SnapshotContent): Sliced<void> {
   }
 }
 
+/** Policies and keys of a content or of a change. */
+export interface RecordPart {
+  readonly policies: readonly PolicyRecord[];
+  readonly keys: readonly KeyRecord[];
+}
+
+/**
+ * Records to send to another thread or process, in parts of `size` (policies first): the parts to send
+ * ahead and the rest (at most `size`, possibly none) to send with the message that completes them.
+ * Copying a message is one step on the sending thread; parts keep each step short.
+ */
+export function recordParts(records: RecordPart, size: number): { ahead: RecordPart[]; rest: RecordPart } {
+  const { policies, keys } = records;
+  const ahead: RecordPart[] = [];
+  let p = 0;
+  let k = 0;
+  while (policies.length - p + keys.length - k > size) {
+    const part = { policies: policies.slice(p, p + size), keys: keys.slice(k, k + size - Math.min(size, policies.length - p)) };
+    p += part.policies.length;
+    k += part.keys.length;
+    ahead.push(part);
+  }
+  return { ahead, rest: { policies: policies.slice(p), keys: keys.slice(k) } };
+}
+
 /** A snapshot's lookup tables and counts. */
 interface Indexes {
   readonly byCode: Map<string, PolicyRecord>;
