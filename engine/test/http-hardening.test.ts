@@ -14,7 +14,7 @@ import { pino } from 'pino';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { type Limits, loadConfig } from '../src/config.js';
 import { BINARY_FRAME_TYPE, decodeResponseFrame, encodeRequestFrame } from '../src/http/codecs/binary-frame.js';
-import { checkJsonLimits, JsonScanner } from '../src/core/json-scanner.js';
+import { type JsonLimits, JsonScanner } from '../src/core/json-scanner.js';
 import { buildOperationsApp } from '../src/http/app.js';
 import { createMetrics } from '../src/http/metrics.js';
 import { closeSharedDb, TENANT } from './support/hub-fixtures.js';
@@ -31,6 +31,8 @@ import { operationsWorld } from './support/operations-fixtures.js';
 import { rawExchange } from './support/raw-socket.js';
 
 const NDJSON = { 'content-type': 'application/x-ndjson' };
+/** The scan's verdict on a whole document. */
+const checkJsonLimits = (bytes: Buffer, limits: JsonLimits) => new JsonScanner(limits).feed(bytes);
 let t: TestApp | undefined;
 
 afterEach(async () => {

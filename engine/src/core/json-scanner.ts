@@ -257,8 +257,3 @@ export class JsonScanner {
     }
   }
 }
-
-/** Refuses a whole document past the limits (see JsonScanner). */
-export function checkJsonLimits(bytes: Buffer, limits: JsonLimits): EngineError | undefined {
-  return new JsonScanner(limits).feed(bytes);
-}

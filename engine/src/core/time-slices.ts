@@ -6,7 +6,7 @@
 // validate, merge, index) do not each start a fresh slice and add up between two turns of the loop.
 
 /** The longest stretch (ms) of sliced work between two turns of the event loop. */
-export const SLICE_MS = 8;
+const SLICE_MS = 8;
 
 /** Work that may pause at each `yield` and returns T. */
 export type Sliced<T> = Generator<void, T, void>;
