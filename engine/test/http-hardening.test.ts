@@ -14,10 +14,11 @@ import { pino } from 'pino';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { type Limits, loadConfig } from '../src/config.js';
 import { BINARY_FRAME_TYPE, decodeResponseFrame, encodeRequestFrame } from '../src/http/codecs/binary-frame.js';
-import { checkJsonLimits, JsonScanner } from '../src/http/json-body.js';
+import { type JsonLimits, JsonScanner } from '../src/core/json-scanner.js';
 import { buildOperationsApp } from '../src/http/app.js';
 import { createMetrics } from '../src/http/metrics.js';
 import { closeSharedDb, TENANT } from './support/hub-fixtures.js';
+import { wrapKey } from '../src/core/key-wrap.js';
 import { RuntimeCache } from '../src/core/runtime-cache.js';
 import { HubClient } from '../src/hub/hub-client.js';
 import { RuntimeAgent } from '../src/hub/runtime-agent.js';
@@ -30,6 +31,8 @@ import { operationsWorld } from './support/operations-fixtures.js';
 import { rawExchange } from './support/raw-socket.js';
 
 const NDJSON = { 'content-type': 'application/x-ndjson' };
+/** The scan's verdict on a whole document. */
+const checkJsonLimits = (bytes: Buffer, limits: JsonLimits) => new JsonScanner(limits).feed(bytes);
 let t: TestApp | undefined;
 
 afterEach(async () => {
@@ -322,58 +325,110 @@ describe('the event loop under the largest bodies (limits at their defaults, ove
   });
 });
 
-describe('the event loop under the largest policy sync (operations API, embedded store process, over a real connection)', () => {
-  // The runtime size up to which docs/operations.md promises syncs under 100 ms (beyond it the stall grows
-  // with the runtime: the body's parse and the snapshot's rebuild are not yet done in slices).
-  const POLICIES = 10_000;
+describe('the event loop under the largest syncs (operations API, embedded store process, over a real connection)', () => {
+  // Policies in a first sync, a sync-all and a hub snapshot: a 19 MiB body, close to what the 32 MiB
+  // body limit admits (docs/operations.md, "Persistence"); keys in a key sync.
+  const POLICIES = 140_000;
+  const KEYS = 20_000;
 
-  /** A fresh engine state (store process, 1,000 keys, operations app), a first sync of POLICIES and a 1-policy sync: their longest stalls. */
-  async function firstSyncStalls(limits: Limits): Promise<{ large: number; onePolicy: number }> {
+  interface SyncStalls {
+    keys: number;
+    first: number;
+    all: number;
+    heartbeat: number;
+    onePolicy: number;
+  }
+
+  /**
+   * A fresh engine state (store process, operations app, a hub answering heartbeats) and the longest
+   * stalls of: a key sync of KEYS keys; a first policy sync of POLICIES; a sync-all of as many (a tenth
+   * of them new: as many retired); a heartbeat whose hub snapshot brings as many again (another tenth
+   * new); a 1-policy sync. Checks each answer and the counts after them.
+   */
+  async function syncStalls(limits: Limits): Promise<SyncStalls> {
     const dir = await mkdtemp(join(tmpdir(), 'svc-sync-stall-'));
     const masterKey = randomBytes(32);
     const store = new ProcessSnapshotStore({ pgliteDir: join(dir, 'store'), engineId: 'default', masterKey, logLevel: 'silent' }, 60_000);
     const manager = new CacheManager(new RuntimeCache(), store, silentLogger);
+    const policy = (i: number | string) => ({ policyCode: `POLICY_${i}`, policyName: `policy-${i}`, policyVersion: 1, algorithm: 'AES-256-GCM', keyAlias: `key-${Number(i) % KEYS || 1}`, status: 'ACTIVE' });
+    const policies = (from: number) => Array.from({ length: POLICIES }, (_, i) => policy(from + i));
+    const keys = Array.from({ length: KEYS }, (_, i) => ({ alias: `key-${i}`, version: 1, algorithm: 'AES-256-GCM', status: 'ACTIVE', wrappedMaterial: wrapKey(masterKey, randomBytes(32)).toString('base64') }));
+    // The hub's answer to the heartbeat: built before anything is measured, and read by the engine in
+    // chunks arriving on turns of the event loop of their own, as from a connection (a Response made from
+    // the whole buffer would copy it at once, which is this test's work, not the engine's).
+    const snapshot = Buffer.from(JSON.stringify({ runtimeVersion: 'hub', runtimeChanged: true, snapshot: { policies: policies(2 * POLICIES / 10), keys }, serverTime: new Date().toISOString() }));
+    const hubFetch = async () => {
+      let sent = 0;
+      const body = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          await new Promise((resolve) => setImmediate(resolve));
+          if (sent < snapshot.length) controller.enqueue(snapshot.subarray(sent, (sent += 64 * 1024)));
+          else controller.close();
+        },
+      });
+      return new Response(body, { headers: { 'content-type': 'application/json' } });
+    };
     try {
       await manager.restore();
       const identity = { hubUrl: 'http://hub.test:9100', tenantId: 'tenant-sync' };
       await store.saveIdentity(identity);
-      // The keys the policies name, as a hub would have synced them before.
-      const keys = Array.from({ length: 1000 }, (_, i) => ({ alias: `key-${i}`, version: 1, algorithm: 'AES-256-GCM' as const, status: 'ACTIVE' as const, material: randomBytes(32) }));
-      await manager.apply({ keys: { mode: 'upsert', records: keys } });
       const readMaterial = wrappedMaterialReader(masterKey, false);
-      const agent = new RuntimeAgent({ manager, client: new HubClient({ timeoutMs: 2000 }), readMaterial, engineVersion: 'test', log: silentLogger, identity });
+      const agent = new RuntimeAgent({ manager, client: new HubClient({ timeoutMs: 60_000, fetch: hubFetch }), readMaterial, engineVersion: 'test', log: silentLogger, identity });
       const operations = { agent, manager, readMaterial, engineVersion: 'test', providerFamily: 'software', capabilities: [], statsTimeoutMs: 2000, keyDestroyGraceMs: 0 };
       const ops = await buildOperationsApp({ operations, limits });
       try {
         await ops.app.listen({ host: '127.0.0.1', port: 0 });
         const port = (ops.app.server.address() as AddressInfo).port;
-        const policy = (i: number | string) => ({ policyCode: `POLICY_${i}`, policyName: `policy-${i}`, policyVersion: 1, algorithm: 'AES-256-GCM', keyAlias: `key-${Number(i) % 1000 || 1}`, status: 'ACTIVE' });
-        const big = join(dir, 'big.json');
-        const one = join(dir, 'one.json');
-        await writeFile(big, JSON.stringify({ policies: Array.from({ length: POLICIES }, (_, i) => policy(i)), runtimeVersion: 'big' }));
-        await writeFile(one, JSON.stringify({ policy: policy('ONE'), runtimeVersion: 'one' }));
-        const sync = async (file: string) => {
+        const bodies = {
+          keys: { keys, runtimeVersion: 'keys' },
+          first: { policies: policies(0), runtimeVersion: 'first' },
+          all: { policies: policies(POLICIES / 10), runtimeVersion: 'all' },
+          one: { policy: policy('ONE'), runtimeVersion: 'one' },
+        };
+        for (const [name, body] of Object.entries(bodies)) await writeFile(join(dir, `${name}.json`), JSON.stringify(body));
+        /** Posts a body file from a separate process, so the client's own work does not count as the engine's. */
+        const post = async (path: string, file?: keyof typeof bodies) => {
           const script = `
               const { readFileSync } = await import('node:fs');
-              const res = await fetch('http://127.0.0.1:${port}/engine/api/v1/cache/policies/sync', { method: 'POST', headers: { 'content-type': 'application/json', 'x-svc-tenant-id': 'tenant-sync' }, body: readFileSync(${JSON.stringify(file)}) });
+              const body = ${file ? `readFileSync(${JSON.stringify(join(dir, `${file}.json`))})` : 'undefined'};
+              const res = await fetch('http://127.0.0.1:${port}/engine/api/v1${path}', { method: 'POST', headers: { 'content-type': 'application/json', 'x-svc-tenant-id': 'tenant-sync' }, body });
               process.stdout.write(JSON.stringify({ status: res.status, body: await res.json() }));
             `;
           const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
           let out = '';
           child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
           await once(child, 'exit');
-          return JSON.parse(out) as { status: number; body: unknown };
+          return JSON.parse(out) as { status: number; body: Record<string, unknown> };
         };
-        let answer: { status: number; body: unknown } | undefined;
-        const bigStall = await longestStall(async () => {
-          answer = await sync(big);
-        });
-        expect(answer).toEqual({ status: 200, body: { success: true, count: POLICIES } });
+        const measured = async (path: string, file?: keyof typeof bodies) => {
+          let answer: { status: number; body: Record<string, unknown> } | undefined;
+          const stall = await longestStall(async () => {
+            answer = await post(path, file);
+          });
+          return { stall, answer };
+        };
+        const counts = () => ({ policies: manager.cache.current.policyCount, keys: manager.cache.current.keyCount, version: manager.cache.current.runtimeVersion });
+
+        const keySync = await measured('/cache/keys/sync', 'keys');
+        expect(keySync.answer).toEqual({ status: 200, body: { success: true, count: KEYS } });
+        const first = await measured('/cache/policies/sync', 'first');
+        expect(first.answer).toEqual({ status: 200, body: { success: true, count: POLICIES } });
+        expect(counts()).toEqual({ policies: POLICIES, keys: KEYS, version: 'first' });
+        const all = await measured('/cache/policies/sync-all', 'all');
+        expect(all.answer).toEqual({ status: 200, body: { success: true, count: POLICIES } });
+        expect(counts()).toEqual({ policies: POLICIES, keys: KEYS, version: 'all' });
+        expect(manager.cache.current.retiredPolicyCount).toBe(POLICIES / 10);
+        const heartbeat = await measured('/runtime/heartbeat');
+        expect(heartbeat.answer?.status).toBe(200);
+        expect(heartbeat.answer?.body).toMatchObject({ success: true, applied: true, runtimeVersion: 'hub', policyCount: POLICIES, keyCount: KEYS });
+        expect(manager.cache.current.retiredPolicyCount).toBe((2 * POLICIES) / 10);
+        let one: Awaited<ReturnType<typeof post>> | undefined;
         const oneStalls = await stalls(100, async () => {
-          answer = await sync(one);
+          one = await post('/cache/policies/sync', 'one');
         });
-        expect(answer).toEqual({ status: 200, body: { success: true, count: 1 } });
-        return { large: bigStall, onePolicy: Math.min(...oneStalls) };
+        expect(one).toEqual({ status: 200, body: { success: true, count: 1 } });
+        expect(counts()).toEqual({ policies: POLICIES + 1, keys: KEYS, version: 'one' });
+        return { keys: keySync.stall, first: first.stall, all: all.stall, heartbeat: heartbeat.stall, onePolicy: Math.min(...oneStalls) };
       } finally {
         await ops.app.close();
       }
@@ -383,21 +438,26 @@ describe('the event loop under the largest policy sync (operations API, embedded
     }
   }
 
-  it('applies a first sync of 10,000 policies, and a 1-policy sync after it, without stalling other requests 100 ms', async () => {
+  it('applies a key sync of 20,000 keys, a first sync, a sync-all and a hub snapshot of 140,000 policies, and a 1-policy sync, without stalling other requests 100 ms', async () => {
     const limits = loadConfig({}, []).limits;
-    // A first sync happens once per state: up to three fresh states, stopping at the first under the limit
-    // (another process can deschedule this one mid-measurement; a stall the engine causes shows every time).
-    const seen: { large: number; onePolicy: number }[] = [];
+    // Each large sync happens once per state: up to three fresh states, stopping at the first where all
+    // stay under the limit (another process can deschedule this one mid-measurement; a stall the engine
+    // causes shows every time).
+    const seen: SyncStalls[] = [];
+    const under = (run: SyncStalls) => Object.values(run).every((ms) => ms < 100);
     for (let attempt = 0; attempt < 3; attempt++) {
-      seen.push(await firstSyncStalls(limits));
-      if ((seen.at(-1)?.large as number) < 100 && (seen.at(-1)?.onePolicy as number) < 100) break;
+      seen.push(await syncStalls(limits));
+      if (under(seen.at(-1) as SyncStalls)) break;
     }
-    const last = seen.at(-1) as { large: number; onePolicy: number };
-    expect({ large: last.large < 100, onePolicy: last.onePolicy < 100 }, `longest stalls in ms: ${JSON.stringify(seen)}`).toEqual({
-      large: true,
+    const last = seen.at(-1) as SyncStalls;
+    expect(Object.fromEntries(Object.entries(last).map(([step, ms]) => [step, ms < 100])), `longest stalls in ms: ${JSON.stringify(seen)}`).toEqual({
+      keys: true,
+      first: true,
+      all: true,
+      heartbeat: true,
       onePolicy: true,
     });
-  }, 300_000);
+  }, 600_000);
 });
 
 describe('the event-loop delay in /metrics', () => {

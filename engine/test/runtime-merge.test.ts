@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import type { KeyRecord, PolicyRecord } from '../src/core/records.js';
 import { holdBackReason, mergeRuntime, summarize } from '../src/core/runtime-merge.js';
 import type { SnapshotContent } from '../src/core/runtime-snapshot.js';
+import { runNow } from '../src/core/time-slices.js';
 
 const key = (alias: string, version: number, status: KeyRecord['status'] = 'ACTIVE'): KeyRecord => ({
   alias,
@@ -26,12 +27,14 @@ const policy = (code: string, alias: string): PolicyRecord => ({
 const content = (keys: KeyRecord[], policies: PolicyRecord[]): SnapshotContent => ({ keys, policies, runtimeVersion: 'r1' });
 
 function snapshot(current: SnapshotContent, keys: KeyRecord[], policies: PolicyRecord[]) {
-  const merged = mergeRuntime(
-    current,
-    { keys: { mode: 'replace', records: keys }, policies: { mode: 'replace', records: policies }, runtimeVersion: 'r2' },
-    1000,
+  const merged = runNow(
+    mergeRuntime(
+      current,
+      { keys: { mode: 'replace', records: keys }, policies: { mode: 'replace', records: policies }, runtimeVersion: 'r2' },
+      1000,
+    ),
   );
-  return { merged, reason: holdBackReason(current, merged) };
+  return { merged, reason: runNow(holdBackReason(current, merged)) };
 }
 
 describe('hub snapshots', () => {
@@ -65,14 +68,30 @@ describe('hub snapshots', () => {
 });
 
 describe('store digest', () => {
+  const digest = (of: SnapshotContent) => runNow(summarize(of));
+
   it('does not depend on record order but on every name, version and state', () => {
     const keys = [key('a', 1), key('a', 2)];
     const policies = [policy('A', 'a')];
-    const base = summarize(content(keys, policies));
-    expect(summarize(content([...keys].reverse(), policies))).toEqual(base);
-    expect(summarize(content([keys[0] as KeyRecord], policies)).keyCount).toBe(1);
-    expect(summarize(content([keys[0] as KeyRecord, { ...(keys[1] as KeyRecord), status: 'RETIRED' }], policies)).digest).not.toBe(
+    const base = digest(content(keys, policies));
+    expect(digest(content([...keys].reverse(), policies))).toEqual(base);
+    expect(digest(content([keys[0] as KeyRecord], policies)).keyCount).toBe(1);
+    expect(digest(content([keys[0] as KeyRecord, { ...(keys[1] as KeyRecord), status: 'RETIRED' }], policies)).digest).not.toBe(
       base.digest,
     );
+  });
+
+  it('is the digest earlier versions wrote, so a store they wrote is not taken for a damaged one', () => {
+    const written = digest({
+      runtimeVersion: 'r1',
+      policies: [
+        { ...policy('PII_GCM', 'a'), policyName: 'pii' },
+        { ...policy('PII_OLD', 'a'), policyName: 'pii-old', policyVersion: 3, status: 'RETIRED' },
+      ],
+      keys: [key('a', 1, 'DECRYPT_ONLY'), key('a', 2)],
+      destroyed: [{ alias: 'a', version: 0, algorithm: 'AES-256-GCM', destroyedAt: 5 }],
+      minDecryptionVersions: new Map([['a', 1]]),
+    });
+    expect(written).toEqual({ digest: '80aaa7878a1e6b8ed325d6c86041be745bbd1b462a0d6014328e15517dc914b7', policyCount: 2, keyCount: 3 });
   });
 });

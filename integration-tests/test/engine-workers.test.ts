@@ -140,6 +140,36 @@ describe('an engine on two worker threads', () => {
     expect(new Set(event?.policyCodes)).toEqual(new Set([POLICIES.deterministic, 'NO_SUCH_POLICY']));
   });
 
+  it('answers a sync of 30,000 policies, posted to the workers in parts, only once both workers encrypt under them', async () => {
+    const count = 30_000;
+    const policies = Array.from({ length: count }, (_, i) => ({
+      policyCode: `BULK_${i}`,
+      policyName: `bulk-${i}`,
+      policyVersion: 1,
+      algorithm: 'AES-256-GCM',
+      keyAlias: 'it-gcm',
+      status: 'ACTIVE',
+    }));
+    const sync = client.ops('POST', '/cache/policies/sync', { policies, runtimeVersion: 'bulk' });
+    // Batches while the snapshot travels to the workers: each runs whole under one snapshot, old or new.
+    let synced: Awaited<typeof sync> | undefined;
+    void sync.then((answer) => (synced = answer));
+    const during: Promise<{ status: number; body: { totalSuccess: number } }>[] = [];
+    while (synced === undefined) {
+      during.push(postJson('/api/encrypt/batch', { items: items(`during-${during.length}`) }));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(synced.status).toBe(200);
+    expect(synced.body).toEqual({ success: true, count });
+    for (const answer of await Promise.all(during)) expect(answer.body.totalSuccess).toBe(BATCH);
+    // Sent the moment the sync answered: every slice, on either worker, finds the last policies synced.
+    const bulk = Array.from({ length: BATCH }, (_, i) => ({ data: `bulk-${i}`, policyCode: `BULK_${count - 1 - (i % 16)}` }));
+    const after = await postJson('/api/encrypt/batch', { items: bulk });
+    expect(after.status).toBe(200);
+    expect(after.body.totalSuccess).toBe(BATCH);
+    expect(after.body.results[BATCH - 1].policyCode).toBe(`BULK_${count - 16}`);
+  });
+
   it('replaces a worker that ends abruptly, and batches in flight meanwhile still succeed in full', async () => {
     const replacedBefore = metric(await metrics(), 'svc_workers_replaced_total');
     const inFlight = Array.from({ length: 6 }, (_, n) => postJson('/api/encrypt/batch', { items: items(`kill-${n}`) }));

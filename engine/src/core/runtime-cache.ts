@@ -4,6 +4,7 @@
 // returns a promise; settled() waits for all of them, so a change answers only once every copy holds it.
 import type { KeyRecord, PolicyRecord } from './records.js';
 import { RuntimeSnapshot, type SnapshotContent } from './runtime-snapshot.js';
+import { runInSlices } from './time-slices.js';
 import { UsageCounters } from './usage-counters.js';
 
 export type SnapshotListener = (snapshot: RuntimeSnapshot, previous: RuntimeSnapshot) => void | Promise<void>;
@@ -20,7 +21,18 @@ export class RuntimeCache {
 
   /** Builds a snapshot from content and makes it current; throws (changing nothing) if it is invalid. */
   replace(content: SnapshotContent): RuntimeSnapshot {
-    const next = new RuntimeSnapshot(content, this.counters);
+    return this.#install(RuntimeSnapshot.of(content, this.counters));
+  }
+
+  /**
+   * replace() for a large content: the snapshot is built as sliced work while the current one keeps
+   * serving every request, then made current in one step.
+   */
+  async replaceInSlices(content: SnapshotContent): Promise<RuntimeSnapshot> {
+    return this.#install(await runInSlices(RuntimeSnapshot.build(content, this.counters)));
+  }
+
+  #install(next: RuntimeSnapshot): RuntimeSnapshot {
     const previous = this.#current;
     this.#current = next;
     const copies: Promise<void>[] = [];

@@ -3,10 +3,11 @@
 // ever drops key material: a record its source stops listing becomes RETIRED (decrypt only), a
 // DISABLED one stays DISABLED, and both come back when a later change lists them again. Only an
 // explicit destroy (destroyKey) erases material, and only after a grace period.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { errors } from './errors.js';
 import type { DestroyedKey, KeyRecord, PolicyRecord } from './records.js';
 import type { SnapshotContent } from './runtime-snapshot.js';
+import type { Sliced } from './time-slices.js';
 
 export type ChangeMode = 'upsert' | 'replace';
 
@@ -49,12 +50,17 @@ function samePolicy(a: PolicyRecord, b: PolicyRecord): boolean {
   );
 }
 
-function mergePolicies(current: readonly PolicyRecord[], change: RuntimeChange['policies']) {
+function* mergePolicies(current: readonly PolicyRecord[], change: RuntimeChange['policies']) {
   const changed: PolicyRecord[] = [];
   if (!change) return { records: [...current], changed, retired: 0 };
-  const next = new Map(current.map((p) => [p.policyCode, p]));
+  const next = new Map<string, PolicyRecord>();
+  for (const p of current) {
+    next.set(p.policyCode, p);
+    yield;
+  }
   const listed = new Set<string>();
   for (const record of change.records) {
+    yield;
     listed.add(record.policyCode);
     const existing = next.get(record.policyCode);
     if (existing && samePolicy(existing, record)) continue;
@@ -64,6 +70,7 @@ function mergePolicies(current: readonly PolicyRecord[], change: RuntimeChange['
   let retired = 0;
   if (change.mode === 'replace') {
     for (const [code, existing] of next) {
+      yield;
       if (listed.has(code) || !isLive(existing.status)) continue;
       const record: PolicyRecord = { ...existing, status: 'RETIRED' };
       next.set(code, record);
@@ -74,15 +81,20 @@ function mergePolicies(current: readonly PolicyRecord[], change: RuntimeChange['
   return { records: [...next.values()], changed, retired };
 }
 
-function mergeKeys(current: SnapshotContent, change: RuntimeChange['keys'], now: number) {
+function* mergeKeys(current: SnapshotContent, change: RuntimeChange['keys'], now: number) {
   const changed: KeyRecord[] = [];
   const skippedDestroyed: string[] = [];
   const minimums = new Map<string, number>();
   if (!change) return { records: [...current.keys], changed, retired: 0, skippedDestroyed, minimums };
   const destroyed = new Set((current.destroyed ?? []).map(keyId));
-  const next = new Map(current.keys.map((k) => [keyId(k), k]));
+  const next = new Map<string, KeyRecord>();
+  for (const k of current.keys) {
+    next.set(keyId(k), k);
+    yield;
+  }
   const listed = new Set<string>();
   for (const incoming of change.records) {
+    yield;
     const id = keyId(incoming);
     listed.add(id);
     if (incoming.minDecryptionVersion !== undefined) {
@@ -109,6 +121,7 @@ function mergeKeys(current: SnapshotContent, change: RuntimeChange['keys'], now:
   let retired = 0;
   if (change.mode === 'replace') {
     for (const [id, existing] of next) {
+      yield;
       if (listed.has(id) || !isLive(existing.status)) continue;
       const record: KeyRecord = { ...existing, status: 'RETIRED', statusSince: now };
       next.set(id, record);
@@ -119,10 +132,13 @@ function mergeKeys(current: SnapshotContent, change: RuntimeChange['keys'], now:
   return { records: [...next.values()], changed, retired, skippedDestroyed, minimums };
 }
 
-/** The next content of a change and what differs from the current one; throws (changing nothing) on a conflict. */
-export function mergeRuntime(current: SnapshotContent, change: RuntimeChange, now: number): MergeResult {
-  const policies = mergePolicies(current.policies, change.policies);
-  const keys = mergeKeys(current, change.keys, now);
+/**
+ * The next content of a change and what differs from the current one, as sliced work (time-slices.ts);
+ * throws (changing nothing) on a conflict.
+ */
+export function* mergeRuntime(current: SnapshotContent, change: RuntimeChange, now: number): Sliced<MergeResult> {
+  const policies = yield* mergePolicies(current.policies, change.policies);
+  const keys = yield* mergeKeys(current, change.keys, now);
   const minimums = new Map(current.minDecryptionVersions ?? []);
   const changedMinimums: [string, number][] = [];
   for (const source of [keys.minimums, change.minDecryptionVersions ?? new Map<string, number>()]) {
@@ -197,15 +213,22 @@ export interface ContentSummary {
   readonly keyCount: number;
 }
 
-const lineHashes = new WeakMap<object, Buffer>();
+/**
+ * SHA-256 of a line, as a string of 32 characters of one byte each ('binary': latin1): a record's hash is kept as long
+ * as the record, and 140,000 strings cost the garbage collector far less than as many Buffers.
+ */
+const sha256 = (line: string): string => hash('sha256', line, 'binary');
 
-function lineHash(record: object, line: () => string): Buffer {
-  let hash = lineHashes.get(record);
-  if (!hash) {
-    hash = createHash('sha256').update(line()).digest();
-    lineHashes.set(record, hash);
+const lineHashes = new WeakMap<object, string>();
+
+/** A record's line hash, computed once per record object (records are immutable). */
+function lineHash<T extends object>(record: T, line: (record: T) => string): string {
+  let hashed = lineHashes.get(record);
+  if (hashed === undefined) {
+    hashed = sha256(line(record));
+    lineHashes.set(record, hashed);
   }
-  return hash;
+  return hashed;
 }
 
 const policyLine = (p: PolicyRecord) => `p|${p.policyCode}|${p.policyName}|${p.policyVersion}|${p.algorithm}|${p.keyAlias}|${p.status}`;
@@ -215,18 +238,26 @@ const destroyedLine = (d: DestroyedKey) => `k|${d.alias}|${d.version}|${d.algori
 /**
  * An order-independent digest of what the store must hold (record names, statuses, minimums; no
  * material): XOR of per-row hashes, each cached per record object, so an incremental sync over a
- * large runtime does not hash every record again. Checked at load to catch a damaged store.
+ * large runtime does not hash every record again; as sliced work, so a sync that brings many new
+ * records (a first sync of a large runtime) does not hold other requests while it hashes them.
+ * Checked at load to catch a damaged store.
  */
-export function summarize(content: SnapshotContent): ContentSummary {
+export function* summarize(content: SnapshotContent): Sliced<ContentSummary> {
   const acc = Buffer.alloc(32);
-  const add = (hash: Buffer) => {
-    for (let i = 0; i < 32; i++) acc[i] = (acc[i] as number) ^ (hash[i] as number);
+  const add = (hashed: string) => {
+    for (let i = 0; i < 32; i++) acc[i] = (acc[i] as number) ^ hashed.charCodeAt(i);
   };
-  for (const p of content.policies) add(lineHash(p, () => policyLine(p)));
-  for (const k of content.keys) add(lineHash(k, () => keyLine(k)));
-  for (const d of content.destroyed ?? []) add(lineHash(d, () => destroyedLine(d)));
+  for (const p of content.policies) {
+    add(lineHash(p, policyLine));
+    yield;
+  }
+  for (const k of content.keys) {
+    add(lineHash(k, keyLine));
+    yield;
+  }
+  for (const d of content.destroyed ?? []) add(lineHash(d, destroyedLine));
   for (const [alias, min] of content.minDecryptionVersions ?? []) {
-    add(createHash('sha256').update(`m|${alias}|${min}`).digest());
+    add(sha256(`m|${alias}|${min}`));
   }
   return {
     digest: acc.toString('hex'),
@@ -235,23 +266,13 @@ export function summarize(content: SnapshotContent): ContentSummary {
   };
 }
 
-/**
- * Hashes the records summarize has not seen yet, yielding to the event loop between chunks: a sync that
- * brings many new records (a first sync of a large runtime) does not hold other requests while it
- * hashes them; summarize then only combines cached hashes.
- */
-export async function prepareSummary(content: SnapshotContent, chunk = 1000): Promise<void> {
-  let done = 0;
-  const hashAll = async <T extends object>(records: readonly T[], line: (record: T) => string) => {
-    for (const record of records) {
-      if (lineHashes.has(record)) continue;
-      lineHash(record, () => line(record));
-      if (++done % chunk === 0) await new Promise((resolve) => setImmediate(resolve));
-    }
-  };
-  await hashAll(content.policies, policyLine);
-  await hashAll(content.keys, keyLine);
-  await hashAll(content.destroyed ?? [], destroyedLine);
+function* countLive(records: readonly { readonly status: string }[]): Sliced<number> {
+  let live = 0;
+  for (const record of records) {
+    if (isLive(record.status)) live++;
+    yield;
+  }
+  return live;
 }
 
 /**
@@ -260,11 +281,11 @@ export async function prepareSummary(content: SnapshotContent, chunk = 1000): Pr
  * master key), fewer than half of them (from 4 live versions up), or no live policies. Such a snapshot
  * is held back until an operator applies it (docs/operations.md#held-back-snapshots).
  */
-export function holdBackReason(current: SnapshotContent, merged: MergeResult): string | undefined {
-  const liveKeys = current.keys.filter((k) => isLive(k.status)).length;
-  const livePolicies = current.policies.filter((p) => isLive(p.status)).length;
-  const keysAfter = merged.content.keys.filter((k) => isLive(k.status)).length;
-  const policiesAfter = merged.content.policies.filter((p) => isLive(p.status)).length;
+export function* holdBackReason(current: SnapshotContent, merged: MergeResult): Sliced<string | undefined> {
+  const liveKeys = yield* countLive(current.keys);
+  const livePolicies = yield* countLive(current.policies);
+  const keysAfter = yield* countLive(merged.content.keys);
+  const policiesAfter = yield* countLive(merged.content.policies);
   if (merged.retiredKeys > 0 && keysAfter === 0) return `it would retire all ${liveKeys} live key versions`;
   if (liveKeys >= 4 && merged.retiredKeys > 0 && keysAfter * 2 < liveKeys) {
     return `it would retire ${merged.retiredKeys} of ${liveKeys} live key versions, leaving ${keysAfter}`;

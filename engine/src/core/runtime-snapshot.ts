@@ -1,10 +1,13 @@
 // An immutable view of the runtime cache: policies by code and by name/version, keys by alias and
 // version, and what encryption under each policy needs, prepared once per snapshot (on first use) so the hot path
-// is a map lookup. A batch takes one snapshot and sees one consistent view even if a sync lands.
+// is a map lookup. A batch takes one snapshot and sees one consistent view even if a sync lands. A snapshot
+// is built as sliced work (time-slices.ts): a sync of a large runtime builds the next one while the current
+// one keeps serving, without holding the event loop.
 import { type AeadKey, ALGORITHM_IDS, importKey } from './aead.js';
 import { associatedData, encodeHeader } from './ciphertext-envelope.js';
 import { EngineError, errors } from './errors.js';
 import type { DestroyedKey, KeyRecord, PolicyRecord } from './records.js';
+import { runNow, type Sliced } from './time-slices.js';
 import type { UsageCell, UsageCounters } from './usage-counters.js';
 
 export interface PreparedKey {
@@ -47,13 +50,11 @@ function importOnce(key: KeyRecord): AeadKey {
   return aead;
 }
 
-/** Imports a content's keys ahead of building its snapshot, yielding to the event loop between chunks. */
-export async function prepareKeys(content: SnapshotContent, chunk = 500): Promise<void> {
-  let done = 0;
+/** Imports a content's keys (each once per record object), as sliced work. */
+export function* importKeys(content: SnapshotContent): Sliced<void> {
   for (const key of content.keys) {
-    if (imported.has(key)) continue;
     importOnce(key);
-    if (++done % chunk === 0) await new Promise((resolve) => setImmediate(resolve));
+    yield;
   }
 }
 
@@ -61,9 +62,10 @@ export async function prepareKeys(content: SnapshotContent, chunk = 500): Promis
  * Consistency rules across records, checked before any snapshot is persisted or served: a policy name
  * and version names one policy, and every key under a policy's alias has the policy's algorithm.
  */
-export function checkSnapshotContent(content: SnapshotContent): void {
+export function* checkSnapshotContent(content: SnapshotContent): Sliced<void> {
   const named = new Map<string, string>();
   for (const p of content.policies) {
+    yield;
     if (p.status === 'RETIRED') continue; // kept for decryption only; never resolved by name
     const id = `${p.policyName}\u0000${p.policyVersion}`;
     const other = named.get(id);
@@ -78,15 +80,51 @@ export function checkSnapshotContent(content: SnapshotContent): void {
     const algorithms = byAlias.get(k.alias) ?? new Map<string, KeyRecord>();
     byAlias.set(k.alias, algorithms);
     if (!algorithms.has(k.algorithm)) algorithms.set(k.algorithm, k);
+    yield;
   }
   for (const p of content.policies) {
-    const mismatch = [...(byAlias.get(p.keyAlias)?.values() ?? [])].find((k) => k.algorithm !== p.algorithm);
-    if (mismatch) {
+    for (const k of byAlias.get(p.keyAlias)?.values() ?? []) {
+      if (k.algorithm === p.algorithm) continue;
       throw errors.operationInvalid(
-        `key ${mismatch.alias} version ${mismatch.version} is ${mismatch.algorithm} but policy ${p.policyCode} using it is ${p.algorithm}`,
+        `key ${k.alias} version ${k.version} is ${k.algorithm} but policy ${p.policyCode} using it is ${p.algorithm}`,
       );
     }
+    yield;
   }
+}
+
+/** Policies and keys of a content or of a change. */
+export interface RecordPart {
+  readonly policies: readonly PolicyRecord[];
+  readonly keys: readonly KeyRecord[];
+}
+
+/**
+ * Records to send to another thread or process, in parts of `size` (policies first): the parts to send
+ * ahead and the rest (at most `size`, possibly none) to send with the message that completes them.
+ * Copying a message is one step on the sending thread; parts keep each step short.
+ */
+export function recordParts(records: RecordPart, size: number): { ahead: RecordPart[]; rest: RecordPart } {
+  const { policies, keys } = records;
+  const ahead: RecordPart[] = [];
+  let p = 0;
+  let k = 0;
+  while (policies.length - p + keys.length - k > size) {
+    const part = { policies: policies.slice(p, p + size), keys: keys.slice(k, k + size - Math.min(size, policies.length - p)) };
+    p += part.policies.length;
+    k += part.keys.length;
+    ahead.push(part);
+  }
+  return { ahead, rest: { policies: policies.slice(p), keys: keys.slice(k) } };
+}
+
+/** A snapshot's lookup tables and counts. */
+interface Indexes {
+  readonly byCode: Map<string, PolicyRecord>;
+  readonly byName: Map<string, PolicyRecord[]>;
+  readonly keys: Map<string, Map<number, PreparedKey>>;
+  readonly policyCount: number;
+  readonly keyCount: number;
 }
 
 export class RuntimeSnapshot implements SnapshotContent {
@@ -95,21 +133,37 @@ export class RuntimeSnapshot implements SnapshotContent {
   readonly runtimeVersion: string;
   readonly destroyed: readonly DestroyedKey[];
   readonly minDecryptionVersions: ReadonlyMap<string, number>;
-  readonly #byCode = new Map<string, PolicyRecord>();
-  readonly #byName = new Map<string, PolicyRecord[]>();
-  readonly #keys = new Map<string, Map<number, PreparedKey>>();
+  /** Policies the source lists (RETIRED ones are kept for decryption but not counted). */
+  readonly policyCount: number;
+  /** Key versions the source lists (RETIRED ones are kept for decryption but not counted). */
+  readonly keyCount: number;
+  readonly #byCode: Map<string, PolicyRecord>;
+  readonly #byName: Map<string, PolicyRecord[]>;
+  readonly #keys: Map<string, Map<number, PreparedKey>>;
   readonly #encrypt = new Map<string, EncryptContext | EngineError>();
 
-  constructor(content: SnapshotContent, counters: UsageCounters) {
-    checkSnapshotContent(content);
+  private constructor(content: SnapshotContent, indexes: Indexes) {
     this.policies = Object.freeze([...content.policies]);
     this.keys = Object.freeze([...content.keys]);
     this.runtimeVersion = content.runtimeVersion;
     this.destroyed = Object.freeze([...(content.destroyed ?? [])]);
     this.minDecryptionVersions = new Map(content.minDecryptionVersions ?? []);
-    for (const key of this.keys) {
-      const versions = this.#keys.get(key.alias) ?? new Map<number, PreparedKey>();
-      this.#keys.set(key.alias, versions);
+    this.#byCode = indexes.byCode;
+    this.#byName = indexes.byName;
+    this.#keys = indexes.keys;
+    this.policyCount = indexes.policyCount;
+    this.keyCount = indexes.keyCount;
+  }
+
+  /** Builds a snapshot as sliced work: content checked (throws, building nothing, if invalid), keys imported, indexes built. */
+  static *build(content: SnapshotContent, counters: UsageCounters): Sliced<RuntimeSnapshot> {
+    yield* checkSnapshotContent(content);
+    const keys = new Map<string, Map<number, PreparedKey>>();
+    let keyCount = 0;
+    for (const key of content.keys) {
+      if (key.status !== 'RETIRED') keyCount++;
+      const versions = keys.get(key.alias) ?? new Map<number, PreparedKey>();
+      keys.set(key.alias, versions);
       versions.set(key.version, {
         alias: key.alias,
         version: key.version,
@@ -117,29 +171,34 @@ export class RuntimeSnapshot implements SnapshotContent {
         aead: importOnce(key),
         usage: counters.cell(key.alias, key.version),
       });
+      yield;
     }
-    for (const policy of this.policies) {
-      this.#byCode.set(policy.policyCode, policy);
+    const byCode = new Map<string, PolicyRecord>();
+    const byName = new Map<string, PolicyRecord[]>();
+    let policyCount = 0;
+    for (const policy of content.policies) {
+      yield;
+      byCode.set(policy.policyCode, policy);
       if (policy.status === 'RETIRED') continue;
-      const named = this.#byName.get(policy.policyName) ?? [];
+      policyCount++;
+      const named = byName.get(policy.policyName) ?? [];
       named.push(policy);
-      this.#byName.set(policy.policyName, named);
+      byName.set(policy.policyName, named);
     }
-    for (const named of this.#byName.values()) named.sort((a, b) => a.policyVersion - b.policyVersion);
+    for (const named of byName.values()) {
+      named.sort((a, b) => a.policyVersion - b.policyVersion);
+      yield;
+    }
+    return new RuntimeSnapshot(content, { byCode, byName, keys, policyCount, keyCount });
+  }
+
+  /** Builds a snapshot at once (small contents, worker threads, tests); throws if the content is invalid. */
+  static of(content: SnapshotContent, counters: UsageCounters): RuntimeSnapshot {
+    return runNow(RuntimeSnapshot.build(content, counters));
   }
 
   static empty(counters: UsageCounters): RuntimeSnapshot {
-    return new RuntimeSnapshot({ policies: [], keys: [], runtimeVersion: '' }, counters);
-  }
-
-  /** Policies the source lists (RETIRED ones are kept for decryption but not counted). */
-  get policyCount(): number {
-    return this.policies.filter((p) => p.status !== 'RETIRED').length;
-  }
-
-  /** Key versions the source lists (RETIRED ones are kept for decryption but not counted). */
-  get keyCount(): number {
-    return this.keys.filter((k) => k.status !== 'RETIRED').length;
+    return RuntimeSnapshot.of({ policies: [], keys: [], runtimeVersion: '' }, counters);
   }
 
   get retiredPolicyCount(): number {

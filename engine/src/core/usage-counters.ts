@@ -60,6 +60,8 @@ export type NearMarkListener = (cell: UsageCell) => void;
 
 export class UsageCounters {
   readonly #cells = new Map<string, UsageCell>();
+  /** The cells by alias and version, until a cell is added (reports read them at every heartbeat and flush). */
+  #sorted: UsageCell[] | undefined;
   #listener: NearMarkListener | undefined;
 
   constructor(readonly block = DEFAULT_RESERVATION_BLOCK) {}
@@ -79,8 +81,15 @@ export class UsageCounters {
     if (!entry) {
       entry = new UsageCell(alias, version, this);
       this.#cells.set(id, entry);
+      this.#sorted = undefined;
     }
     return entry;
+  }
+
+  /** Every cell, by alias and version. */
+  sorted(): readonly UsageCell[] {
+    this.#sorted ??= [...this.#cells.values()].sort((a, b) => a.alias.localeCompare(b.alias) || a.version - b.version);
+    return this.#sorted;
   }
 
   entries(): UsageEntry[] {

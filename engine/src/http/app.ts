@@ -80,7 +80,7 @@ function createFastify(limits: Limits, logger: FastifyBaseLogger | undefined, me
     ajv: { customOptions: { coerceTypes: false } },
   });
   // One JSON decoder for bodies and stream lines (json-body.ts): UTF-8 only, bounded depth and values.
-  const json = { maxDepth: limits.maxJsonDepth, maxValues: limits.maxJsonValues };
+  const json = { maxDepth: limits.maxJsonDepth, maxValues: limits.maxJsonValues, strictUtf8: true };
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) =>
     parseJsonBody(body as Buffer, json, done),

@@ -1,6 +1,8 @@
 // The engine's HTTP client for the hub: heartbeat and manifest calls with a short timeout. Failures
 // become HubError with a one-line detail (connection refused, timeout, status) that the operations
 // API reports as 502; the hub's answer bodies are checked before anything uses them.
+import { parseJsonSliced } from '../core/json-slices.js';
+import { runInSlices } from '../core/time-slices.js';
 import type { RuntimeIdentity } from '../store/snapshot-store.js';
 import {
   checkHeartbeatResponse,
@@ -20,6 +22,13 @@ export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
  * without a cap a hostile or broken hub could make the engine buffer any amount of memory.
  */
 export const MAX_HUB_ANSWER_BYTES = 32 * 1024 * 1024;
+
+/**
+ * How a hub answer is read: as the operations API reads a sync (a heartbeat snapshot is one, and may be
+ * as large), in slices of the event loop, with the nesting limit of those bodies (answers are four
+ * levels deep) and without a cap on values.
+ */
+const ANSWER_JSON = { maxDepth: 32, maxValues: Number.POSITIVE_INFINITY };
 
 export class HubError extends Error {
   override readonly name = 'HubError';
@@ -51,14 +60,14 @@ async function discard(response: Response): Promise<void> {
  * Reads the body as a stream and stops (cancelling it) as soon as it passes `limit` bytes, so an
  * oversized answer never sits in memory whole.
  */
-async function readCapped(response: Response, limit: number): Promise<string> {
+async function readCapped(response: Response, limit: number): Promise<Buffer> {
   const tooLarge = () => new HubError(`hub answer exceeds ${limit} bytes`);
   const declared = Number(response.headers.get('content-length'));
   if (Number.isFinite(declared) && declared > limit) {
     await discard(response);
     throw tooLarge();
   }
-  if (!response.body) return '';
+  if (!response.body) return Buffer.alloc(0);
   const reader = response.body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
@@ -72,7 +81,7 @@ async function readCapped(response: Response, limit: number): Promise<string> {
     }
     chunks.push(value);
   }
-  return Buffer.concat(chunks, total).toString('utf8');
+  return Buffer.concat(chunks, total);
 }
 
 export class HubClient {
@@ -124,14 +133,14 @@ export class HubClient {
       await discard(response);
       throw failed(`hub answered ${response.status}`);
     }
-    let text: string;
+    let bytes: Buffer;
     try {
-      text = await readCapped(response, this.#maxAnswerBytes);
+      bytes = await readCapped(response, this.#maxAnswerBytes);
     } catch (error) {
       throw failed(describeFailure(error, this.options.timeoutMs));
     }
     try {
-      return JSON.parse(text);
+      return await runInSlices(parseJsonSliced(bytes, ANSWER_JSON, 'answer'));
     } catch {
       throw failed('the answer is not JSON');
     }

@@ -5,6 +5,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { EngineError, errors } from '../core/errors.js';
 import { parseHttpUrl } from '../core/http-url.js';
 import { type MaterialReader, parseKeyRecord, parsePolicyRecord, runtimeVersionProblem } from '../core/records.js';
+import { mapSliced, runInSlices } from '../core/time-slices.js';
 import { type CacheChange, type CacheManager, HeldBackError } from '../store/cache-manager.js';
 import type { Logger } from '../store/logger.js';
 import type { RuntimeIdentity } from '../store/snapshot-store.js';
@@ -255,8 +256,9 @@ export class RuntimeAgent {
       try {
         const problem = runtimeVersionProblem(answer.runtimeVersion);
         if (problem) throw errors.invalid(problem);
-        policies = payload.policies.map((p, i) => parsePolicyRecord(p, `snapshot.policies[${i}]`));
-        keys = payload.keys.map((k, i) => parseKeyRecord(k, `snapshot.keys[${i}]`, readMaterial));
+        // Sliced work: a snapshot of a large runtime does not hold the event loop while it is read.
+        policies = await runInSlices(mapSliced(payload.policies, (p, i) => parsePolicyRecord(p, `snapshot.policies[${i}]`)));
+        keys = await runInSlices(mapSliced(payload.keys, (k, i) => parseKeyRecord(k, `snapshot.keys[${i}]`, readMaterial)));
       } catch (error) {
         throw error instanceof EngineError ? errors.hubFailed(`hub sent an invalid snapshot: ${error.message}`) : error;
       }

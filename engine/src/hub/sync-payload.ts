@@ -1,6 +1,7 @@
 // Reads the operations API's sync bodies: the spec's three shapes (single, array, `items` envelope)
 // for policies and keys, plus an optional runtimeVersion. One bad entry rejects the whole payload
-// with a 400 naming the entry, so a sync is all or nothing.
+// with a 400 naming the entry, so a sync is all or nothing. Records are read as sliced work
+// (core/time-slices.ts): a sync of a large runtime does not hold the event loop while it is validated.
 import { EngineError, errors } from '../core/errors.js';
 import {
   type KeyRecord,
@@ -10,6 +11,7 @@ import {
   parsePolicyRecord,
   runtimeVersionProblem,
 } from '../core/records.js';
+import type { Sliced } from '../core/time-slices.js';
 
 export interface SyncPayload<T> {
   readonly records: T[];
@@ -21,7 +23,13 @@ const SHAPES = {
   key: { single: 'key', array: 'keys' },
 } as const;
 
-function entries(kind: 'policy' | 'key', body: unknown): { raw: unknown; where: string }[] {
+/** The entries of a sync body and how each is named in errors. */
+interface Entries {
+  readonly list: readonly unknown[];
+  readonly where: (index: number) => string;
+}
+
+function entries(kind: 'policy' | 'key', body: unknown): Entries {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw errors.syncInvalid(`${kind} sync request must be a JSON object`);
   }
@@ -33,10 +41,10 @@ function entries(kind: 'policy' | 'key', body: unknown): { raw: unknown; where: 
     throw errors.syncInvalid(`${kind} sync request must carry only one of ${single}, ${array}, items`);
   const name = present[0] as string;
   const value = fields[name];
-  if (name === single) return [{ raw: value, where: single }];
+  if (name === single) return { list: [value], where: () => single };
   if (!Array.isArray(value)) throw errors.syncInvalid(`${name} must be an array`);
   if (value.length === 0) throw errors.syncEmpty(kind);
-  return value.map((raw, i) => ({ raw, where: `${name}[${i}]` }));
+  return { list: value, where: (i) => `${name}[${i}]` };
 }
 
 function runtimeVersionOf(body: unknown): string | undefined {
@@ -47,35 +55,41 @@ function runtimeVersionOf(body: unknown): string | undefined {
   return value as string;
 }
 
-function parseAll<T>(
-  list: { raw: unknown; where: string }[],
+function* parseAll<T>(
+  { list, where }: Entries,
   parse: (raw: unknown, where: string) => T,
   id: (r: T) => string,
-): T[] {
+): Sliced<T[]> {
   const seen = new Set<string>();
-  return list.map(({ raw, where }) => {
+  const records = new Array<T>(list.length);
+  for (let i = 0; i < list.length; i++) {
     let record: T;
     try {
-      record = parse(raw, where);
+      record = parse(list[i], where(i));
     } catch (error) {
       // Record parse errors are execution-shaped (INVALID_REQUEST); sync errors use the plain body.
       if (error instanceof EngineError) throw errors.syncInvalid(error.message);
       throw error;
     }
-    if (seen.has(id(record))) throw errors.syncInvalid(`${where}: duplicate entry ${id(record)}`);
+    if (seen.has(id(record))) throw errors.syncInvalid(`${where(i)}: duplicate entry ${id(record)}`);
     seen.add(id(record));
-    return record;
-  });
+    records[i] = record;
+    yield;
+  }
+  return records;
 }
 
-export function parsePolicySync(body: unknown): SyncPayload<PolicyRecord> {
+/** A policy sync body's records, as sliced work. */
+export function* parsePolicySync(body: unknown): Sliced<SyncPayload<PolicyRecord>> {
   const list = entries('policy', body);
-  return { records: parseAll(list, parsePolicyRecord, (p) => p.policyCode), runtimeVersion: runtimeVersionOf(body) };
+  const records = yield* parseAll(list, parsePolicyRecord, (p) => p.policyCode);
+  return { records, runtimeVersion: runtimeVersionOf(body) };
 }
 
-export function parseKeySync(body: unknown, readMaterial: MaterialReader): SyncPayload<KeyRecord> {
+/** A key sync body's records (material read, unwrapped under the master key), as sliced work. */
+export function* parseKeySync(body: unknown, readMaterial: MaterialReader): Sliced<SyncPayload<KeyRecord>> {
   const list = entries('key', body);
-  const records = parseAll(
+  const records = yield* parseAll(
     list,
     (raw, where) => parseKeyRecord(raw, where, readMaterial),
     (k) => `${k.alias} version ${k.version}`,

@@ -1,6 +1,8 @@
 // The one way the runtime cache changes once a store is attached: validate, persist in one
 // transaction, then swap the in-memory snapshot. Changes are serialized, so two syncs never
-// interleave their read-modify-write.
+// interleave their read-modify-write. The work over records (merge, checks, digest, the next
+// snapshot) is sliced work (core/time-slices.ts): a change to a large runtime never holds the event
+// loop for long, and requests keep seeing the current snapshot until the next one is swapped in.
 //
 // Store outage rule: memory never gets ahead of the store. While the store cannot take a write,
 // changes are refused (503, nothing changes) and execution keeps serving the current snapshot, so a
@@ -18,10 +20,10 @@ import {
   type MergeResult,
   mergeRuntime,
   type RuntimeChange,
-  prepareSummary,
   summarize,
 } from '../core/runtime-merge.js';
-import { checkSnapshotContent, prepareKeys, type RuntimeSnapshot } from '../core/runtime-snapshot.js';
+import { checkSnapshotContent, importKeys, type RuntimeSnapshot } from '../core/runtime-snapshot.js';
+import { runInSlices } from '../core/time-slices.js';
 import type { UsageCell, UsageEntry } from '../core/usage-counters.js';
 import type { Logger } from './logger.js';
 import type { SnapshotStorePort } from './store-protocol.js';
@@ -84,8 +86,7 @@ export class CacheManager {
       cell.reservedUpTo(mark);
       cell.decryptions = Math.max(cell.decryptions, entry.decryptions);
     }
-    await prepareKeys(stored.snapshot);
-    this.cache.replace(stored.snapshot);
+    await this.cache.replaceInSlices(stored.snapshot);
     this.#lastSyncAt = stored.lastSyncAt;
     this.#lastHeartbeatAt = stored.lastHeartbeatAt;
     this.#flushed = { usage: JSON.stringify(stored.usage), heartbeatAt: stored.lastHeartbeatAt?.getTime() ?? 0 };
@@ -113,10 +114,10 @@ export class CacheManager {
   apply(change: CacheChange, options: { guard?: boolean } = {}): Promise<RuntimeSnapshot> {
     return this.#serial(async () => {
       const current = this.cache.current;
-      const merged = mergeRuntime(current, change, Date.now());
-      checkSnapshotContent(merged.content); // refused before anything is written
+      const merged = await runInSlices(mergeRuntime(current, change, Date.now()));
+      await runInSlices(checkSnapshotContent(merged.content)); // refused before anything is written
       if (options.guard) {
-        const reason = holdBackReason(current, merged);
+        const reason = await runInSlices(holdBackReason(current, merged));
         if (reason) throw new HeldBackError(reason, merged);
       }
       if (merged.skippedDestroyed.length > 0) {
@@ -128,10 +129,9 @@ export class CacheManager {
           'records no longer listed are RETIRED: decrypt only, kept in the store, restored when listed again',
         );
       }
-      await prepareKeys(merged.content);
-      await prepareSummary(merged.content);
+      await runInSlices(importKeys(merged.content));
+      const summary = await runInSlices(summarize(merged.content));
       const at = new Date();
-      const summary = summarize(merged.content);
       await this.persist('sync not applied', () =>
         this.store.saveChanges(
           {
@@ -146,7 +146,7 @@ export class CacheManager {
         ),
       );
       this.#lastSyncAt = at;
-      const next = this.cache.replace(merged.content);
+      const next = await this.cache.replaceInSlices(merged.content);
       // Every crypto worker holds the new snapshot before the change answers (docs/workers.md).
       await this.cache.settled();
       return next;
@@ -167,6 +167,7 @@ export class CacheManager {
     return this.#serial(async () => {
       const current = this.cache.current;
       const { content, destroyed } = destroyKey(current, alias, version, Date.now(), graceMs);
+      const summary = await runInSlices(summarize(content));
       await this.persist('key not destroyed', () =>
         this.store.saveChanges(
           {
@@ -175,13 +176,13 @@ export class CacheManager {
             destroyed: [destroyed],
             minimums: [],
             runtimeVersion: content.runtimeVersion,
-            summary: summarize(content),
+            summary,
           },
           null,
         ),
       );
       this.log.warn({ alias, version }, 'key version DESTROYED: its material is erased; ciphertexts under it can no longer be decrypted');
-      const next = this.cache.replace(content);
+      const next = await this.cache.replaceInSlices(content);
       await this.cache.settled();
       return next;
     });

@@ -2,13 +2,26 @@
 // in-process SnapshotStore, forwarded in order to a child process that is forked on the first call
 // and ended after `idleCloseMs` without calls, so PGlite's memory is only held while the store works.
 // A child that dies fails the calls in flight (the cache manager then treats the store as down and
-// refuses changes); the next call forks a new one.
+// refuses changes); the next call forks a new one. A large change's records go ahead of its call in
+// parts, each serialized in a slice of the event loop of its own (core/time-slices.ts).
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { recordParts } from '../core/runtime-snapshot.js';
+import { nextSlice, sliceDue } from '../core/time-slices.js';
 import { MasterKeyError } from './master-key.js';
-import { type OpenArgs, type SnapshotStorePort, type StoreMethod, type StoreReply, StoreIntegrityError } from './store-protocol.js';
+import {
+  type OpenArgs,
+  type SnapshotStorePort,
+  type StoreMethod,
+  type StoreReply,
+  type StoreRequest,
+  StoreIntegrityError,
+} from './store-protocol.js';
 
 type Port = SnapshotStorePort;
+
+/** Records per message: about a millisecond of serialization. */
+const PART_RECORDS = 1000;
 
 interface Pending {
   resolve(value: unknown): void;
@@ -81,12 +94,12 @@ export class ProcessSnapshotStore implements Port {
   #call<T>(method: StoreMethod, args: unknown[]): Promise<T> {
     return this.#serial(async () => {
       const child = (this.#child ??= this.#adopt(forkStoreProcess(this.open.pgliteDir)));
-      if (this.#opened === child) return (await this.#send(child, method, args)) as T;
+      if (this.#opened === child) return (await this.#request(child, method, args)) as T;
       // Open and the call go out together (the child handles them in order), so a start does not
       // wait for the engine's event loop between them; an open that fails is the error reported.
       this.#opened = child;
-      const opened = this.#send(child, 'open', this.open);
-      const result = this.#send(child, method, args);
+      const opened = this.#send(child, this.#nextId++, 'open', this.open);
+      const result = this.#request(child, method, args);
       result.catch(() => undefined);
       await opened;
       return (await result) as T;
@@ -111,13 +124,27 @@ export class ProcessSnapshotStore implements Port {
     const child = this.#child;
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((resolve) => child.once('exit', resolve));
-    await this.#send(child, 'close', []).catch(() => child.kill());
+    await this.#send(child, this.#nextId++, 'close', []).catch(() => child.kill());
     await exited;
   }
 
-  #send(child: ChildProcess, method: StoreMethod | 'open', args: unknown): Promise<unknown> {
+  /** Sends one call: a saveChanges with many records stages all but the last part of them first. */
+  async #request(child: ChildProcess, method: StoreMethod, args: unknown[]): Promise<unknown> {
+    const id = this.#nextId++;
+    if (method !== 'saveChanges') return this.#send(child, id, method, args);
+    const [change, ...others] = args as Parameters<Port['saveChanges']>;
+    const { ahead, rest } = recordParts(change, PART_RECORDS);
+    for (const part of ahead) {
+      const stage: StoreRequest = { id, method: 'stage', ...part };
+      // A part that cannot be sent fails the call itself, whose own message cannot be sent either.
+      child.send(stage, () => undefined);
+      if (sliceDue()) await nextSlice();
+    }
+    return this.#send(child, id, method, [{ ...change, ...rest }, ...others]);
+  }
+
+  #send(child: ChildProcess, id: number, method: StoreMethod | 'open', args: unknown): Promise<unknown> {
     return new Promise((resolve, reject) => {
-      const id = this.#nextId++;
       this.#pending.set(id, { resolve, reject });
       child.send({ id, method, args }, (error) => {
         if (error) {

@@ -7,6 +7,7 @@ import { unwrapKey, wrapKey } from '../core/key-wrap.js';
 import type { DestroyedKey, HeldStatus, KeyRecord, PolicyRecord } from '../core/records.js';
 import { type ContentSummary, summarize } from '../core/runtime-merge.js';
 import type { SnapshotContent } from '../core/runtime-snapshot.js';
+import { runInSlices } from '../core/time-slices.js';
 import type { UsageEntry } from '../core/usage-counters.js';
 import { MasterKeyError, masterKeyCheck } from './master-key.js';
 import type { OpenedDb, StoreDb, StoreDriver } from './open-store.js';
@@ -118,7 +119,7 @@ export class SnapshotStore {
       destroyed,
       minDecryptionVersions: new Map(aliasRows.map((row) => [row.alias, row.minDecryptionVersion])),
     };
-    this.#checkIntegrity(state, snapshot);
+    await this.#checkIntegrity(state, snapshot);
     return {
       identity: identity ? { hubUrl: identity.hubUrl, tenantId: identity.tenantId } : null,
       snapshot,
@@ -135,12 +136,12 @@ export class SnapshotStore {
   }
 
   /** A store whose rows no longer match what was last written (truncated, edited, half restored) is refused. */
-  #checkIntegrity(
+  async #checkIntegrity(
     state: { runtimeVersion: string; snapshotDigest: string | null; policyCount: number | null; keyCount: number | null },
     snapshot: SnapshotContent,
-  ): void {
+  ): Promise<void> {
     if (state.snapshotDigest === null) return; // written before digests existed, or never written
-    const found = summarize(snapshot);
+    const found = await runInSlices(summarize(snapshot));
     const problems: string[] = [];
     if (state.policyCount !== found.policyCount) problems.push(`${found.policyCount} policies instead of ${state.policyCount}`);
     if (state.keyCount !== found.keyCount) problems.push(`${found.keyCount} key versions instead of ${state.keyCount}`);
@@ -250,6 +251,7 @@ export class SnapshotStore {
 
   /** Replaces the whole stored snapshot with `content` in one transaction (restores, tests). */
   async saveSnapshot(content: SnapshotContent, syncedAt: Date): Promise<void> {
+    const summary = await runInSlices(summarize(content));
     await this.saveChanges(
       {
         policies: content.policies,
@@ -257,7 +259,7 @@ export class SnapshotStore {
         destroyed: content.destroyed ?? [],
         minimums: [...(content.minDecryptionVersions ?? [])],
         runtimeVersion: content.runtimeVersion,
-        summary: summarize(content),
+        summary,
       },
       syncedAt,
       true,

@@ -4,9 +4,10 @@
 // process-snapshot-store.ts). It holds the same SnapshotStore, so every write keeps its transaction.
 import { createRequire } from 'node:module';
 import { setFlagsFromString } from 'node:v8';
+import type { KeyRecord, PolicyRecord } from '../core/records.js';
 import type { Logger } from './logger.js';
 import { startPglite } from './pglite-start.js';
-import type { SnapshotStore } from './snapshot-store.js';
+import type { SnapshotStore, StoreChange } from './snapshot-store.js';
 import type { StoreReply, StoreRequest } from './store-protocol.js';
 
 // PGlite's WebAssembly runs on V8's baseline compiler (Liftoff) first and is recompiled with the
@@ -27,6 +28,17 @@ const pgliteModule = import('@electric-sql/pglite');
 pgliteModule.catch(() => undefined);
 let started: ReturnType<typeof startPglite> | undefined;
 let store: SnapshotStore | undefined;
+/** Records staged for one saveChanges call (by its id), which gets them ahead of its own. */
+let staged: { readonly id: number; readonly policies: PolicyRecord[]; readonly keys: KeyRecord[] } | undefined;
+
+/** A saveChanges call's arguments with the records staged for it first (none if staged for another call). */
+function withStaged(id: number, args: unknown[]): unknown[] {
+  const part = staged?.id === id ? staged : undefined;
+  staged = undefined;
+  if (!part) return args;
+  const [change, ...rest] = args as [StoreChange, ...unknown[]];
+  return [{ ...change, policies: [...part.policies, ...change.policies], keys: [...part.keys, ...change.keys] }, ...rest];
+}
 
 /**
  * pino, loaded when this process first logs (it seldom does): loading it took about 50 ms of the
@@ -52,6 +64,12 @@ function reply(message: StoreReply): void {
 }
 
 async function handle(request: StoreRequest): Promise<void> {
+  if (request.method === 'stage') {
+    if (staged?.id !== request.id) staged = { id: request.id, policies: [], keys: [] };
+    for (const policy of request.policies) staged.policies.push(policy);
+    for (const key of request.keys) staged.keys.push(key);
+    return;
+  }
   try {
     if (request.method === 'open') {
       const { pgliteDir, engineId, masterKey, logLevel } = request.args;
@@ -65,10 +83,8 @@ async function handle(request: StoreRequest): Promise<void> {
     }
     if (!store) throw new Error('the store process was not opened');
     const target = store;
-    const result: unknown = await (target[request.method] as (...args: unknown[]) => Promise<unknown>).apply(
-      target,
-      request.args,
-    );
+    const args = request.method === 'saveChanges' ? withStaged(request.id, request.args) : request.args;
+    const result: unknown = await (target[request.method] as (...args: unknown[]) => Promise<unknown>).apply(target, args);
     reply({ id: request.id, result: result ?? null });
     if (request.method === 'close') process.disconnect();
   } catch (error) {

@@ -3,6 +3,7 @@
 // (NIST SP 800-38D); we flag at 2^31 so a rotation happens long before the bound.
 import type { Algorithm } from '../core/aead.js';
 import type { RuntimeCache } from '../core/runtime-cache.js';
+import { keyId } from '../core/runtime-merge.js';
 
 export const GCM_ENCRYPTION_LIMIT = 2 ** 32;
 export const GCM_WARNING_THRESHOLD = 2 ** 31;
@@ -18,13 +19,18 @@ export interface KeyUsage {
   readonly nearLimit: boolean;
 }
 
+/**
+ * Every key version's usage, by alias and version. It runs at every heartbeat, state flush and metrics
+ * scrape, over every key version: plain loops, and the order kept by the counters until a version is added.
+ */
 export function usageReport(cache: RuntimeCache, threshold = GCM_WARNING_THRESHOLD): KeyUsage[] {
-  const algorithms = new Map(cache.current.keys.map((k) => [`${k.alias}\u0000${k.version}`, k.algorithm]));
-  return cache.counters
-    .entries()
-    .map(({ reserved: _reserved, ...entry }) => {
-      const algorithm = algorithms.get(`${entry.alias}\u0000${entry.version}`) ?? null;
-      return { ...entry, algorithm, nearLimit: algorithm === 'AES-256-GCM' && entry.encryptions >= threshold };
-    })
-    .sort((a, b) => a.alias.localeCompare(b.alias) || a.version - b.version);
+  const algorithms = new Map<string, Algorithm>();
+  for (const k of cache.current.keys) algorithms.set(keyId(k), k.algorithm);
+  const report: KeyUsage[] = [];
+  for (const cell of cache.counters.sorted()) {
+    const { alias, version, encryptions, decryptions } = cell;
+    const algorithm = algorithms.get(keyId(cell)) ?? null;
+    report.push({ alias, version, encryptions, decryptions, algorithm, nearLimit: algorithm === 'AES-256-GCM' && encryptions >= threshold });
+  }
+  return report;
 }

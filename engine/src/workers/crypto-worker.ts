@@ -8,6 +8,7 @@ import { EngineError } from '../core/errors.js';
 import { ExecutionService, type ItemOutcome } from '../core/execution-service.js';
 import { encodeResultItems } from '../http/codecs/binary-frame.js';
 import { frameResults, resultObject } from '../http/batch-results.js';
+import type { KeyRecord, PolicyRecord } from '../core/records.js';
 import { RuntimeSnapshot } from '../core/runtime-snapshot.js';
 import { UsageCounters } from '../core/usage-counters.js';
 import type { FrameSlice, FromWorker, JsonSlice, ToWorker, UsageDelta, WorkerInit } from './protocol.js';
@@ -19,6 +20,8 @@ const { limits } = workerData as WorkerInit;
 // Local cells only count; reservations are the main thread's (it hears of every count in `usage`).
 const counters = new UsageCounters();
 const snapshots = new Map<number, RuntimeSnapshot>();
+/** Records of snapshots still arriving in parts, and the slices of batches that wait for them. */
+const arriving = new Map<number, { policies: PolicyRecord[]; keys: KeyRecord[]; waiting: ToWorker[] }>();
 const reported = new Map<string, { encryptions: number; decryptions: number }>();
 
 function usageSince(): UsageDelta[] {
@@ -82,19 +85,40 @@ function post(message: FromWorker, transfer: ArrayBuffer[] = []): void {
   port?.postMessage(message, transfer);
 }
 
-port.on('message', (message: ToWorker) => {
+function receive(message: ToWorker): void {
   switch (message.type) {
-    case 'snapshot':
+    case 'snapshot-part': {
+      const parts = arriving.get(message.generation) ?? { policies: [], keys: [], waiting: [] };
+      arriving.set(message.generation, parts);
+      for (const policy of message.policies) parts.policies.push(policy);
+      for (const key of message.keys) parts.keys.push(key);
+      return;
+    }
+    case 'snapshot': {
       // Installed synchronously (keys imported now): a slice posted after it finds it, since messages
       // on one port arrive in order.
-      snapshots.set(message.generation, new RuntimeSnapshot(message.content, counters));
+      const parts = arriving.get(message.generation);
+      arriving.delete(message.generation);
+      const { content } = message;
+      const whole = parts ? { ...content, policies: [...parts.policies, ...content.policies], keys: [...parts.keys, ...content.keys] } : content;
+      snapshots.set(message.generation, RuntimeSnapshot.of(whole, counters));
       post({ type: 'installed', generation: message.generation });
+      for (const waiting of parts?.waiting ?? []) receive(waiting);
       return;
+    }
     case 'release':
-      for (const generation of message.generations) snapshots.delete(generation);
+      for (const generation of message.generations) {
+        snapshots.delete(generation);
+        arriving.delete(generation);
+      }
       return;
     case 'run': {
       const snapshot = snapshots.get(message.generation);
+      const parts = arriving.get(message.generation);
+      if (!snapshot && parts) {
+        parts.waiting.push(message);
+        return;
+      }
       if (!snapshot) {
         post({ type: 'failed', task: message.task, usage: usageSince() });
         return;
@@ -121,4 +145,6 @@ port.on('message', (message: ToWorker) => {
       for (const outcome of outcomes) (outcome as { plaintext?: Buffer }).plaintext?.fill(0);
     }
   }
-});
+}
+
+port.on('message', receive);

@@ -4,7 +4,7 @@
 import type { AuditFacts } from '../core/audit.js';
 import type { ExecutionLimits } from '../core/execution-service.js';
 import type { BatchOperation } from '../http/batch-results.js';
-import type { SnapshotContent } from '../core/runtime-snapshot.js';
+import type { RecordPart, SnapshotContent } from '../core/runtime-snapshot.js';
 
 /** The ExecutionService batch methods a worker runs; each takes an array of items of its transport. */
 export const BATCH_METHODS = [
@@ -22,7 +22,12 @@ export interface WorkerInit {
 }
 
 export type ToWorker =
-  /** Install a snapshot under its generation number; the worker answers `installed`. */
+  /**
+   * Records of a large snapshot sent ahead of it in parts (one message of 140,000 policies took the
+   * main thread 240 ms to copy); slices of batches under its generation wait for the rest.
+   */
+  | ({ readonly type: 'snapshot-part'; readonly generation: number } & RecordPart)
+  /** Install a snapshot (its parts' records first) under its generation number; the worker answers `installed`. */
   | { readonly type: 'snapshot'; readonly generation: number; readonly content: SnapshotContent }
   /** Forget generations no batch uses any more. */
   | { readonly type: 'release'; readonly generations: readonly number[] }

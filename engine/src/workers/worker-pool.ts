@@ -2,8 +2,9 @@
 // through the core's ExecutionService while the main thread keeps HTTP, the operations API, the store,
 // the audit trail and the usage counters. One snapshot for every worker:
 // - each snapshot the runtime cache makes current gets a generation number and is posted to every
-//   worker; RuntimeCache.settled() (awaited by CacheManager before a change answers) resolves once
-//   every live worker acknowledged it, so a sync is visible to all workers before it answers;
+//   worker (a large one in parts, each copied in a slice of the event loop of its own);
+//   RuntimeCache.settled() (awaited by CacheManager before a change answers) resolves once every live
+//   worker acknowledged it, so a sync is visible to all workers before it answers;
 // - a batch pins the generation current when it started, and all its slices, on whichever worker,
 //   run under that generation (older generations are released once no batch uses them);
 // - a worker that ends is replaced; the replacement receives every live generation before any slice.
@@ -13,7 +14,8 @@ import type { Logger } from 'pino';
 import { EngineError, type ErrorCode, errors } from '../core/errors.js';
 import type { ExecutionService } from '../core/execution-service.js';
 import type { RuntimeCache } from '../core/runtime-cache.js';
-import type { RuntimeSnapshot, SnapshotContent } from '../core/runtime-snapshot.js';
+import { recordParts, type RuntimeSnapshot, type SnapshotContent } from '../core/runtime-snapshot.js';
+import { nextSlice, sliceDue } from '../core/time-slices.js';
 import type { BatchOperation } from '../http/batch-results.js';
 import type { RawBytesItem } from '../core/execution-service.js';
 import type { BatchMethod, FrameSlice, FromWorker, JsonSlice, ToWorker, UsageDelta, WireFailure, WorkerInit } from './protocol.js';
@@ -28,6 +30,8 @@ export const SLICE_ITEMS = 256;
 export const SLICE_DATA_BYTES = 256 * 1024;
 /** Batches smaller than this run on the main thread: a round trip to a worker costs more than they do. */
 export const POOL_MIN_ITEMS = 64;
+/** Records per snapshot message to a worker: a few milliseconds of copying. */
+const SNAPSHOT_PART_RECORDS = 2000;
 
 export function defaultWorkerCount(): number {
   return availableParallelism();
@@ -38,6 +42,8 @@ interface Generation {
   readonly content: SnapshotContent;
   /** Batches in flight that pinned it. */
   users: number;
+  /** Forgotten (neither current nor pinned): parts not yet sent are not sent. */
+  released: boolean;
 }
 
 interface Task {
@@ -204,7 +210,7 @@ export class WorkerPool {
   #track(snapshot: RuntimeSnapshot): Generation {
     let generation = this.#generations.get(snapshot);
     if (!generation) {
-      generation = { number: this.#nextGeneration++, content: contentOf(snapshot), users: 0 };
+      generation = { number: this.#nextGeneration++, content: contentOf(snapshot), users: 0, released: false };
       this.#generations.set(snapshot, generation);
     }
     return generation;
@@ -217,11 +223,34 @@ export class WorkerPool {
     return Promise.all([...this.#slots].map((slot) => this.#send(slot, generation))).then(() => undefined);
   }
 
+  /**
+   * Posts a generation to a worker; resolves once the worker installed it. A large one goes in parts, a
+   * slice of the event loop each; the first message leaves before this returns, so a slice of a batch
+   * under the generation (posted later) always finds it arriving, and the worker holds the slice until
+   * the last part is in.
+   */
   #send(slot: Slot, generation: Generation): Promise<void> {
-    return new Promise<void>((resolve) => {
-      slot.acks.set(generation.number, resolve);
-      this.#post(slot, { type: 'snapshot', generation: generation.number, content: generation.content });
-    });
+    const installed = new Promise<void>((resolve) => slot.acks.set(generation.number, resolve));
+    void this.#postParts(slot, generation);
+    return installed;
+  }
+
+  async #postParts(slot: Slot, generation: Generation): Promise<void> {
+    const { content, number } = generation;
+    const { ahead, rest } = recordParts(content, SNAPSHOT_PART_RECORDS);
+    for (const part of ahead) {
+      this.#post(slot, { type: 'snapshot-part', generation: number, ...part });
+      if (!sliceDue()) continue;
+      await nextSlice();
+      if (!this.#slots.has(slot)) return; // ended: its replacement gets every live generation
+      if (generation.released) {
+        // A newer snapshot was made current meanwhile: nobody needs this one (the worker dropped its parts).
+        slot.acks.get(number)?.();
+        slot.acks.delete(number);
+        return;
+      }
+    }
+    this.#post(slot, { type: 'snapshot', generation: number, content: { ...content, ...rest } });
   }
 
   /** Generations neither current nor pinned by a batch are forgotten, here and in every worker. */
@@ -230,6 +259,7 @@ export class WorkerPool {
     for (const [snapshot, generation] of this.#generations) {
       if (snapshot === this.cache.current || generation.users > 0) continue;
       this.#generations.delete(snapshot);
+      generation.released = true;
       released.push(generation.number);
     }
     if (released.length === 0) return;

@@ -2,6 +2,7 @@
 // Material must arrive wrapped under the master key (raw only when allowed); the response and any
 // error name the entry, never the material.
 import type { FastifyPluginAsync } from 'fastify';
+import { runInSlices } from '../../../core/time-slices.js';
 import { parseKeySync } from '../../../hub/sync-payload.js';
 import type { ChangeMode } from '../../../store/cache-manager.js';
 import { accepts } from '../../content-type.js';
@@ -14,7 +15,7 @@ export const cacheKeySyncRoute: FastifyPluginAsync<OperationsDeps> = async (app,
     schema: { response: { 200: SyncResult, ...errorResponses } },
   };
   const sync = (mode: ChangeMode) => async (request: { body: unknown }) => {
-    const { records, runtimeVersion } = parseKeySync(request.body, readMaterial);
+    const { records, runtimeVersion } = await runInSlices(parseKeySync(request.body, readMaterial));
     await manager.apply({ keys: { mode, records }, runtimeVersion });
     return { success: true, count: records.length };
   };

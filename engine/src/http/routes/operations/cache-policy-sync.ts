@@ -1,6 +1,7 @@
 // POST /cache/policies/sync (upsert) and /cache/policies/sync-all (replace every policy). Any of the
 // three payload shapes; one invalid entry rejects the whole payload and changes nothing.
 import type { FastifyPluginAsync } from 'fastify';
+import { runInSlices } from '../../../core/time-slices.js';
 import { parsePolicySync } from '../../../hub/sync-payload.js';
 import type { ChangeMode } from '../../../store/cache-manager.js';
 import { accepts } from '../../content-type.js';
@@ -13,7 +14,7 @@ export const cachePolicySyncRoute: FastifyPluginAsync<OperationsDeps> = async (a
     schema: { response: { 200: SyncResult, ...errorResponses } },
   };
   const sync = (mode: ChangeMode) => async (request: { body: unknown }) => {
-    const { records, runtimeVersion } = parsePolicySync(request.body);
+    const { records, runtimeVersion } = await runInSlices(parsePolicySync(request.body));
     await manager.apply({ policies: { mode, records }, runtimeVersion });
     return { success: true, count: records.length };
   };

@@ -2,7 +2,7 @@
 // else inside an encapsulated scope whose onRequest hook checks X-SVC-Tenant-Id. One route plugin
 // per file. Wrong methods on these paths get 405 from the app's method guard.
 import type { FastifyPluginAsync } from 'fastify';
-import { checkJsonLimits } from '../../json-body.js';
+import { type JsonBodyRules, parseJsonBody } from '../../json-body.js';
 import { cacheClearRoute } from './cache-clear.js';
 import { cacheKeySyncRoute } from './cache-key-sync.js';
 import { cachePolicySyncRoute } from './cache-policy-sync.js';
@@ -21,24 +21,27 @@ export type { OperationsDeps } from './deps.js';
 
 export const OPERATIONS_PREFIX = '/engine/api/v1';
 
-/** Sync and identity bodies are four levels deep at most; the execution API's default depth limit. */
-const MAX_JSON_DEPTH = 32;
+/** Sync and identity bodies are four levels deep at most; the limit is the execution API's default depth limit. */
+const OPERATIONS_JSON: JsonBodyRules = {
+  maxDepth: 32,
+  maxValues: Number.POSITIVE_INFINITY,
+  strictUtf8: false,
+  secure: true,
+};
 
 const operationsApi: FastifyPluginAsync<OperationsDeps> = async (app, deps) => {
   // Bodies are parsed by the sync and identity parsers, which name the offending entry.
   app.setValidatorCompiler(() => () => true);
   // Hubs often POST heartbeat and clear with a JSON content type and no body: treat that as no body.
-  const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
     const bytes = body as Buffer;
     if (bytes.length === 0) return done(null, undefined);
     // Nesting is refused before parsing, as on the execution API: 32 MiB of nested arrays sent to the
     // identity route, open to anyone who reaches the listener, held the loop for seconds. Values are
-    // not counted here: a large sync legitimately holds millions.
-    const refused = checkJsonLimits(bytes, { maxDepth: MAX_JSON_DEPTH, maxValues: Number.POSITIVE_INFINITY });
-    if (refused) return done(refused);
-    return parseJson(request, bytes.toString('utf8'), done);
+    // not counted here: a large sync legitimately holds millions, and is parsed in slices. Otherwise
+    // the rules of Fastify's default parser, which these routes used (lenient UTF-8, secure-json-parse).
+    parseJsonBody(bytes, OPERATIONS_JSON, done);
   });
   await app.register(runtimeIdentityRoute, deps);
   await app.register(async (tenantScope) => {
