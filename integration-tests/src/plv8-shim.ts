@@ -48,6 +48,11 @@ export interface Plv8Shim {
   call(impl: string, ...args: unknown[]): unknown;
   /** The statements executed so far (first line of each), for assertions about what the bridge asked. */
   readonly executed: string[];
+  /**
+   * What the catalog holds: the foreign server svc_engine (its wrapper and options, as name=value strings)
+   * or none, and the tenant id of the owner's user mapping. The bridge reads it once per statement.
+   */
+  setServer(server: { wrapper: string; options: string[] } | null, tenantId?: string | null): void;
   close(): Promise<void>;
 }
 
@@ -55,6 +60,8 @@ export function startPlv8Shim(schema = 'public', httpSchema = 'public'): Plv8Shi
   const worker = new Worker(WORKER, { eval: true });
   const executed: string[] = [];
   let timeoutMs = 5000;
+  let server: { wrapper: string; options: string[] } | null = null;
+  let tenant: string | null = null;
   const statements = {
     prepare: STATEMENTS.prepare.replace(/@HTTP@/g, httpSchema),
     request: STATEMENTS.request.replace(/@HTTP@/g, httpSchema),
@@ -91,6 +98,8 @@ export function startPlv8Shim(schema = 'public', httpSchema = 'public'): Plv8Shi
         if (answer.error !== undefined) throw shimError('XX000', answer.error, null, null);
         return [{ status: answer.status, content: answer.content }];
       }
+      if (sql === STATEMENTS.server) return server && args[0] === 'svc_engine' ? [{ ...server }] : [];
+      if (sql === STATEMENTS.tenant) return tenant !== null && args[0] === 'svc_engine' ? [{ tenant_id: tenant }] : [];
       if (sql === statements.raise) {
         const [code, message, detail, hint] = args as [string, string, string | null, string | null];
         throw shimError(code, message, detail, hint);
@@ -112,6 +121,10 @@ export function startPlv8Shim(schema = 'public', httpSchema = 'public'): Plv8Shi
 
   return {
     executed,
+    setServer(next, tenantId = null) {
+      server = next;
+      tenant = tenantId;
+    },
     call(impl, ...args) {
       const body = bodies.get(impl);
       if (!body) throw new Error(`no plv8 body for ${impl}`);

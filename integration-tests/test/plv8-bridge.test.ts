@@ -6,18 +6,26 @@ import { type RunningEngine, startEngine } from '../src/engine-process.js';
 import { startSilentServerProcess } from '../src/fault-proxy.js';
 import { type Plv8Shim, type ShimError, startPlv8Shim } from '../src/plv8-shim.js';
 import { POLICIES, POLICY_NAME, testBootstrap } from '../src/test-policies.js';
+import { STATEMENTS } from '../../udf/src/plv8/bridge.js';
 
 const CIPHERTEXT = /^hub:[A-Za-z0-9_.-]{1,128}:[A-Za-z0-9_-]+$/;
 
 let engine: RunningEngine;
 let shim: Plv8Shim;
-/** The array the SQL wrappers pass: [url, timeout_ms, batch_size, tenant_id, ops_url, foreign-data wrapper]. */
-let cfg: Array<string | null>;
+let statements = 0;
 
-/** cfg for a server svc_engine on svc_bridge_fdw with this url (and settings). */
-function at(url: string | null, timeoutMs: string | null = null, batchSize: string | null = null, opsUrl: string | null = null) {
-  return [url, timeoutMs, batchSize, null, opsUrl, 'svc_bridge_fdw'];
+/**
+ * A server svc_engine on `wrapper` with this url (and ops_url) in the shim's catalog, and the array the SQL
+ * wrappers pass for a new statement with these settings: [statement start, timeout_ms, batch_size].
+ */
+function at(url: string | null, timeoutMs: string | null = null, batchSize: string | null = null, opsUrl: string | null = null, wrapper = 'svc_bridge_fdw') {
+  const options = [...(url === null ? [] : [`url=${url}`]), ...(opsUrl === null ? [] : [`ops_url=${opsUrl}`])];
+  shim.setServer({ wrapper, options });
+  return [`statement ${++statements}`, timeoutMs, batchSize];
 }
+
+/** The settings of a new statement against the test engine. */
+const cfg = () => at(engine.url);
 
 function failure(run: () => unknown): ShimError {
   try {
@@ -31,7 +39,6 @@ function failure(run: () => unknown): ShimError {
 beforeAll(async () => {
   engine = await startEngine({ bootstrap: testBootstrap() });
   shim = startPlv8Shim();
-  cfg = at(engine.url);
 });
 
 afterAll(async () => {
@@ -41,22 +48,22 @@ afterAll(async () => {
 
 describe('plv8 bridge under the shim', () => {
   it('round-trips with both algorithms, and encrypts by name at the latest or a given version', () => {
-    const gcm = shim.call('svc__encrypt', 'bob@example.com', POLICIES.random, cfg) as string;
-    const siv1 = shim.call('svc__encrypt', 'bob@example.com', POLICIES.deterministic, cfg);
-    const siv2 = shim.call('svc__encrypt', 'bob@example.com', POLICIES.deterministic, cfg);
+    const gcm = shim.call('svc__encrypt', 'bob@example.com', POLICIES.random, cfg()) as string;
+    const siv1 = shim.call('svc__encrypt', 'bob@example.com', POLICIES.deterministic, cfg());
+    const siv2 = shim.call('svc__encrypt', 'bob@example.com', POLICIES.deterministic, cfg());
     expect(gcm).toMatch(new RegExp(`^hub:${POLICIES.random}:`));
     expect(siv1).toBe(siv2);
-    expect(shim.call('svc__decrypt', gcm, cfg)).toBe('bob@example.com');
-    expect(shim.call('svc__decrypt', siv1, cfg)).toBe('bob@example.com');
-    expect(shim.call('svc__encrypt_by_name', 'x', POLICY_NAME, null, cfg)).toMatch(new RegExp(`^hub:${POLICIES.namedV2}:`));
-    expect(shim.call('svc__encrypt_by_name', 'x', POLICY_NAME, 1, cfg)).toMatch(new RegExp(`^hub:${POLICIES.namedV1}:`));
-    expect(shim.call('svc__encrypt_by_name', null, POLICY_NAME, null, cfg)).toBeNull();
+    expect(shim.call('svc__decrypt', gcm, cfg())).toBe('bob@example.com');
+    expect(shim.call('svc__decrypt', siv1, cfg())).toBe('bob@example.com');
+    expect(shim.call('svc__encrypt_by_name', 'x', POLICY_NAME, null, cfg())).toMatch(new RegExp(`^hub:${POLICIES.namedV2}:`));
+    expect(shim.call('svc__encrypt_by_name', 'x', POLICY_NAME, 1, cfg())).toMatch(new RegExp(`^hub:${POLICIES.namedV1}:`));
+    expect(shim.call('svc__encrypt_by_name', null, POLICY_NAME, null, cfg())).toBeNull();
   });
 
   it('round-trips the empty string, Unicode and a 1 MB value', () => {
     for (const value of ['', 'Zoë · 東京 · 🙂', 'y'.repeat(1024 * 1024)]) {
-      const enc = shim.call('svc__encrypt', value, POLICIES.random, cfg);
-      expect(shim.call('svc__decrypt', enc, cfg) === value).toBe(true);
+      const enc = shim.call('svc__encrypt', value, POLICIES.random, cfg());
+      expect(shim.call('svc__decrypt', enc, cfg()) === value).toBe(true);
     }
   });
 
@@ -70,27 +77,42 @@ describe('plv8 bridge under the shim', () => {
     // 16 non-NULL values in requests of 4.
     expect(requests() - before).toBe(4);
     enc.forEach((v, i) => (values[i] === null ? expect(v).toBeNull() : expect(v).toMatch(CIPHERTEXT)));
-    expect(shim.call('svc__decrypt_array', enc, cfg)).toEqual(values);
-    expect(shim.call('svc__encrypt_array', [], POLICIES.random, cfg)).toEqual([]);
+    expect(shim.call('svc__decrypt_array', enc, cfg())).toEqual(values);
+    expect(shim.call('svc__encrypt_array', [], POLICIES.random, cfg())).toEqual([]);
   });
 
   it('raises SV001 with the engine message for an unknown policy and a tampered ciphertext', () => {
-    const unknown = failure(() => shim.call('svc__encrypt', 'x', 'NO_SUCH_POLICY', cfg));
+    const unknown = failure(() => shim.call('svc__encrypt', 'x', 'NO_SUCH_POLICY', cfg()));
     expect(unknown).toMatchObject({ sqlerrcode: 'SV001', message: 'svc_encrypt: policy not found: NO_SUCH_POLICY' });
-    const enc = shim.call('svc__encrypt', 'secret', POLICIES.random, cfg) as string;
+    const enc = shim.call('svc__encrypt', 'secret', POLICIES.random, cfg()) as string;
     const tampered = `${enc.slice(0, -2)}${enc.at(-2) === 'A' ? 'B' : 'A'}${enc.at(-1)}`;
-    const failed = failure(() => shim.call('svc__decrypt', tampered, cfg));
+    const failed = failure(() => shim.call('svc__decrypt', tampered, cfg()));
     expect(failed).toMatchObject({ sqlerrcode: 'SV001', message: 'svc_decrypt: decryption failed' });
-    const inArray = failure(() => shim.call('svc__decrypt_array', ['garbage', null, enc], cfg));
+    const inArray = failure(() => shim.call('svc__decrypt_array', ['garbage', null, enc], cfg()));
     expect(inArray).toMatchObject({ sqlerrcode: 'SV001', detail: 'item 1 of 2' });
   });
 
+  it('reads the server once per statement: a new statement sees a changed address, the running one keeps its own', () => {
+    const lookups = () => shim.executed.filter((sql) => sql === STATEMENTS.server).length;
+    const statement = cfg();
+    const before = lookups();
+    expect(shim.call('svc__encrypt', 'a', POLICIES.random, statement)).toMatch(CIPHERTEXT);
+    expect(shim.call('svc__encrypt', 'b', POLICIES.random, statement)).toMatch(CIPHERTEXT);
+    expect(lookups()).toBe(before + 1);
+    shim.setServer({ wrapper: 'svc_bridge_fdw', options: ['url=http://127.0.0.1:1'] });
+    expect(shim.call('svc__encrypt', 'c', POLICIES.random, statement)).toMatch(CIPHERTEXT);
+    const next = failure(() => shim.call('svc__encrypt', 'd', POLICIES.random, [`statement ${++statements}`, null, null]));
+    expect(next.message).toContain('engine at http://127.0.0.1:1 is unreachable');
+    expect(lookups()).toBe(before + 2);
+  });
+
   it('raises SV003 for a missing or wrong server, a missing or invalid address, and an invalid setting', () => {
-    expect(failure(() => shim.call('svc__encrypt', 'x', POLICIES.random, null))).toMatchObject({
+    shim.setServer(null);
+    expect(failure(() => shim.call('svc__encrypt', 'x', POLICIES.random, [`statement ${++statements}`, null, null]))).toMatchObject({
       sqlerrcode: 'SV003',
       message: 'the foreign server svc_engine that holds the engine address does not exist',
     });
-    expect(failure(() => shim.call('svc__encrypt', 'x', POLICIES.random, [engine.url, null, null, null, null, 'dblink_fdw']))).toMatchObject({
+    expect(failure(() => shim.call('svc__encrypt', 'x', POLICIES.random, at(engine.url, null, null, null, 'dblink_fdw')))).toMatchObject({
       sqlerrcode: 'SV003',
       message: 'the foreign server svc_engine is on the foreign-data wrapper dblink_fdw, not svc_bridge_fdw',
     });
@@ -123,7 +145,7 @@ describe('plv8 bridge under the shim', () => {
   });
 
   it('reports health and engine info', () => {
-    expect(shim.call('svc__health', cfg)).toMatchObject({ status: 'UP' });
+    expect(shim.call('svc__health', cfg())).toMatchObject({ status: 'UP' });
     expect(shim.call('svc__engine_info', at(engine.url, '1234', '77', engine.opsUrl))).toMatchObject({
       bridge: 'plv8',
       engineServer: 'svc_engine',

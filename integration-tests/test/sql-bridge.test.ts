@@ -425,6 +425,25 @@ describe('the HTTP exchange', () => {
     expect(error.message).toContain('svc.timeout_ms');
   });
 
+  it('reads the address once per statement: the next statement of a running session follows ALTER SERVER', async () => {
+    const error = await withClient(url, async (c) => {
+      await c.query("SELECT svc_encrypt('a', 'PII_EMAIL')");
+      try {
+        await setEngineServer(url, { url: 'http://127.0.0.1:1' });
+        // One statement, many calls: the address is looked up for the statement, not per row.
+        await c.query("SELECT svc_encrypt('v' || g, 'PII_EMAIL') FROM generate_series(1, 3) AS g");
+      } catch (e) {
+        return e as pg.DatabaseError;
+      } finally {
+        await setEngineServer(url, { url: proxy.url });
+      }
+      throw new Error('expected failure');
+    });
+    expect(error.code).toBe('SV002');
+    expect(error.message).toContain('engine at http://127.0.0.1:1 is unreachable');
+    expect(await one("SELECT svc_decrypt(svc_encrypt('b', 'PII_EMAIL')) AS v")).toEqual({ v: 'b' });
+  });
+
   it('refuses a policy version below 1 as the engine would', async () => {
     const error = await sqlError((c) => c.query('SELECT svc_encrypt_by_name($1, $2, 0)', ['x', POLICY_NAME]));
     expect(error.code).toBe('SV001');

@@ -1042,12 +1042,12 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_array(text, text, text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:fb1ce342dd66')
+  py_prelude := replace($py$b = GD.get('svc_bridge:851e706d4413')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:fb1ce342dd66'] = m.Bridge(plpy)
+    b = GD['svc_bridge:851e706d4413'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into binary-frame
 # requests to the engine's batch endpoints (docs/binary-frame.md). It is loaded once per backend (the
@@ -1059,10 +1059,13 @@ $py$, '@MODULE_B64@',
 # reused while unchanged (config), and the HTTP exchange is a few bytes written and read on a raw socket
 # (no http.client, no header parsing beyond Content-Length and Connection), with no JSON either way.
 #
-# The engine address (the options of the foreign server svc_engine, the DBA's) and the svc.* settings
-# arrive as an argument (`cfg`, read by the SECURITY DEFINER SQL wrapper) rather than through plpy.execute,
-# because PL/Python runs every plpy.execute in a subtransaction and parallel workers cannot start one; for
-# the same reason only a non-worker backend polls for interrupts.
+# The engine address is the options of the foreign server svc_engine (the DBA's). The bridge reads them
+# itself, as the owner of the functions, once per statement: the SQL wrapper passes `cfg` = [the statement's
+# start time, svc.timeout_ms, svc.batch_size], a simple expression that costs no query per row, and the
+# server is looked up again when the statement changes (a new statement sees an ALTER SERVER, as a query
+# would). No function takes an address as an argument. The lookup is a plpy.execute, which PL/Python runs in
+# a subtransaction: the functions are PARALLEL UNSAFE, so no parallel plan (where subtransactions are
+# refused) runs them; for the same reason only a non-worker backend polls for interrupts.
 import json
 import select
 import socket
@@ -1109,6 +1112,14 @@ ITEM_SUCCESS = 1000
 FRAME_REQUEST_HEADERS = 'Content-Type: application/x-svc-binary-frame\r\nContent-Length: %d\r\n'
 
 ENGINE_CHECK_HINT = 'Check the engine directly (GET <url of server svc_engine>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.'
+# The server's foreign-data wrapper and options (name=value strings, as pg_options_to_table splits them).
+SERVER_LOOKUP = ('SELECT w.fdwname::text AS wrapper, s.srvoptions AS options FROM pg_catalog.pg_foreign_server s '
+                 'JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw WHERE s.srvname = $1')
+# The tenant id, a credential of the operations API, from the user mapping of the functions' owner (the current
+# user inside the SECURITY DEFINER wrappers); pg_user_mappings shows its options to that role and superusers only.
+TENANT_LOOKUP = ('SELECT t.option_value AS tenant_id FROM pg_catalog.pg_user_mappings m, pg_catalog.pg_options_to_table(m.umoptions) AS t '
+                 "WHERE m.srvname = $1 AND m.usename = CURRENT_USER AND t.option_name = 'tenant_id'")
+
 
 
 class Unavailable(Exception):
@@ -1117,7 +1128,7 @@ class Unavailable(Exception):
 
 class Settings:
     # ops: the operations API's endpoint (a Settings of its own; this one when the server has no ops_url).
-    __slots__ = ('url', 'scheme', 'host', 'port', 'base_path', 'timeout_s', 'timeout_ms', 'batch_size', 'tenant_id', 'ops')
+    __slots__ = ('url', 'scheme', 'host', 'port', 'base_path', 'timeout_s', 'timeout_ms', 'batch_size', 'ops')
 
 
 class Bridge:
@@ -1133,19 +1144,23 @@ class Bridge:
         self.tls = None
         self.config_key = None
         self.config_value = None
+        self.plans = {}
 
     # ---- settings -------------------------------------------------------------------------------
 
     def settings(self, cfg):
-        """cfg = [url, svc.timeout_ms, svc.batch_size, tenant_id, ops_url, foreign-data wrapper]: the options of the
-        server svc_engine, current_setting() of the two settings, and the tenant id from the owner's user mapping."""
-        url, timeout_ms, batch_size, tenant_id, ops_url, wrapper = (list(cfg or []) + [None] * 6)[:6]
-        if wrapper is None:
+        """cfg = [statement start, svc.timeout_ms, svc.batch_size]; the address from the server svc_engine's options."""
+        _, timeout_ms, batch_size = (list(cfg or []) + [None] * 3)[:3]
+        rows = self.plpy.execute(self.plan('server', SERVER_LOOKUP), [SERVER])
+        if len(rows) == 0:
             self.fail(CONFIG, 'the foreign server %s that holds the engine address does not exist' % SERVER, hint=SERVER_HINT)
+        wrapper = rows[0]['wrapper']
         if wrapper != BRIDGE_FDW:
             # A server of the dblink bridge (dblink_fdw) names a PostgreSQL wire endpoint, not an HTTP one.
             self.fail(CONFIG, 'the foreign server %s is on the foreign-data wrapper %s, not %s' % (SERVER, wrapper, BRIDGE_FDW),
                       hint='Drop it and ' + SERVER_HINT)
+        options = dict(o.split('=', 1) for o in rows[0]['options'] or [] if '=' in o)
+        url, ops_url = options.get('url'), options.get('ops_url')
         if url is None or url.strip() == '':
             self.fail(CONFIG, 'the foreign server %s has no option url' % SERVER,
                       hint="ALTER SERVER svc_engine OPTIONS (ADD url 'http://127.0.0.1:8080'); see docs/sql.md.")
@@ -1153,13 +1168,23 @@ class Bridge:
         s.timeout_ms = self.integer(timeout_ms, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
         s.timeout_s = s.timeout_ms / 1000.0
         s.batch_size = self.integer(batch_size, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE)
-        s.tenant_id = tenant_id or None
         s.ops = s
         if ops_url is not None and ops_url.strip() != '':
             s.ops = self.endpoint(ops_url, 'ops_url')
-            s.ops.timeout_ms, s.ops.timeout_s, s.ops.batch_size, s.ops.tenant_id = s.timeout_ms, s.timeout_s, s.batch_size, s.tenant_id
+            s.ops.timeout_ms, s.ops.timeout_s, s.ops.batch_size = s.timeout_ms, s.timeout_s, s.batch_size
             s.ops.ops = s.ops
         return s
+
+    def tenant_id(self):
+        rows = self.plpy.execute(self.plan('tenant', TENANT_LOOKUP), [SERVER])
+        return rows[0]['tenant_id'] if len(rows) > 0 and rows[0]['tenant_id'] else None
+
+    def plan(self, name, query):
+        """A statement prepared once per backend."""
+        plan = self.plans.get(name)
+        if plan is None:
+            plan = self.plans[name] = self.plpy.prepare(query, ['text'])
+        return plan
 
     def endpoint(self, url, option):
         """An address option of the server (url, ops_url) parsed into a Settings without the tuning values."""
@@ -1180,7 +1205,7 @@ class Bridge:
         return s
 
     def config(self, cfg):
-        """settings(cfg), parsed again only when a setting changed (cfg arrives on every call)."""
+        """settings(cfg), looked up again only in a new statement or when a setting changed (cfg arrives on every call)."""
         key = tuple(cfg) if cfg is not None else None
         if self.config_value is None or key != self.config_key:
             self.config_value = self.settings(cfg)
@@ -1260,7 +1285,8 @@ class Bridge:
             'health': json.loads(self.health(cfg)),
         }
         # The operations API may have its own listener (the server's ops_url); the tenant id is its credential.
-        headers = 'X-SVC-Tenant-Id: %s\r\n' % s.tenant_id if s.tenant_id else ''
+        tenant_id = self.tenant_id()
+        headers = 'X-SVC-Tenant-Id: %s\r\n' % tenant_id if tenant_id else ''
         status, body = self.exchange(s.ops, 'GET', '/engine/api/v1/runtime/info', None, headers)
         if status == 200:
             info['runtime'] = json.loads(body)
@@ -1574,8 +1600,8 @@ def describe(error):
     text = str(error) or error.__class__.__name__
     return text.split('] ', 1)[-1] if text.startswith('[Errno') else text
 $svc_python_module$, 'UTF8'), 'base64'), E'\n', ''));
-  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:4300072c579f'];
-if (!b) b = globalThis['svc_bridge:4300072c579f'] = ((function () {
+  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:6670dff58e45'];
+if (!b) b = globalThis['svc_bridge:6670dff58e45'] = ((function () {
 var exports = {};
 "use strict";
 Object.defineProperty(exports, "__esModule", { value: true });
@@ -1597,6 +1623,10 @@ exports.STATEMENTS = {
     request: 'SELECT status, content FROM @HTTP@.http(ROW($1, $2, ' +
         'ARRAY(SELECT @HTTP@.http_header(h->>0, h->>1) FROM pg_catalog.jsonb_array_elements($3::jsonb) AS h), $4, $5)::@HTTP@.http_request)',
     raise: 'SELECT @SCHEMA@.svc__raise($1, $2, $3, $4)',
+    server: 'SELECT w.fdwname::text AS wrapper, s.srvoptions AS options FROM pg_catalog.pg_foreign_server s ' +
+        'JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw WHERE s.srvname = $1',
+    tenant: 'SELECT t.option_value AS tenant_id FROM pg_catalog.pg_user_mappings m, pg_catalog.pg_options_to_table(m.umoptions) AS t ' +
+        "WHERE m.srvname = $1 AND m.usename = CURRENT_USER AND t.option_name = 'tenant_id'",
 };
 function createBridge(plv8, schema, httpSchema) {
     const sql = (text) => text.replace(/@SCHEMA@/g, schema).replace(/@HTTP@/g, httpSchema);
@@ -1604,7 +1634,10 @@ function createBridge(plv8, schema, httpSchema) {
         prepare: sql(exports.STATEMENTS.prepare),
         request: sql(exports.STATEMENTS.request),
         raise: sql(exports.STATEMENTS.raise),
+        server: exports.STATEMENTS.server,
+        tenant: exports.STATEMENTS.tenant,
     };
+    let cached;
     function fail(sqlstate, message, detail, hint) {
         plv8.execute(statements.raise, [sqlstate, message, detail !== null && detail !== void 0 ? detail : null, hint !== null && hint !== void 0 ? hint : null]);
         throw new Error(message);
@@ -1626,24 +1659,45 @@ function createBridge(plv8, schema, httpSchema) {
         return text.replace(/\/+$/, '');
     }
     function settings(cfg) {
-        const [url, timeoutMs, batchSize, tenantId, opsUrl, wrapper] = cfg !== null && cfg !== void 0 ? cfg : [];
-        if (wrapper === null || wrapper === undefined) {
+        const key = JSON.stringify(cfg !== null && cfg !== void 0 ? cfg : null);
+        if ((cached === null || cached === void 0 ? void 0 : cached.key) !== key)
+            cached = { key, settings: lookUp(cfg) };
+        return cached.settings;
+    }
+    function lookUp(cfg) {
+        var _a;
+        const [, timeoutMs, batchSize] = cfg !== null && cfg !== void 0 ? cfg : [];
+        const row = plv8.execute(statements.server, [SERVER])[0];
+        if (row === undefined) {
             fail(exports.SQLSTATES.config, `the foreign server ${SERVER} that holds the engine address does not exist`, undefined, SERVER_HINT);
         }
+        const wrapper = row.wrapper;
         if (wrapper !== BRIDGE_FDW) {
-            fail(exports.SQLSTATES.config, `the foreign server ${SERVER} is on the foreign-data wrapper ${wrapper}, not ${BRIDGE_FDW}`, undefined, `Drop it and ${SERVER_HINT}`);
+            fail(exports.SQLSTATES.config, `the foreign server ${SERVER} is on the foreign-data wrapper ${String(wrapper)}, not ${BRIDGE_FDW}`, undefined, `Drop it and ${SERVER_HINT}`);
         }
-        if (typeof url !== 'string' || url.trim() === '') {
+        const options = new Map();
+        for (const option of (_a = row.options) !== null && _a !== void 0 ? _a : []) {
+            const at = option.indexOf('=');
+            if (at > 0)
+                options.set(option.slice(0, at), option.slice(at + 1));
+        }
+        const url = options.get('url');
+        const opsUrl = options.get('ops_url');
+        if (url === undefined || url.trim() === '') {
             fail(exports.SQLSTATES.config, `the foreign server ${SERVER} has no option url`, undefined, "ALTER SERVER svc_engine OPTIONS (ADD url 'http://127.0.0.1:8080'); see docs/sql.md.");
         }
         const base = address(url, 'url');
         return {
             url: base,
-            opsUrl: typeof opsUrl === 'string' && opsUrl.trim() !== '' ? address(opsUrl, 'ops_url') : base,
+            opsUrl: opsUrl !== undefined && opsUrl.trim() !== '' ? address(opsUrl, 'ops_url') : base,
             timeoutMs: integer(timeoutMs, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS),
             batchSize: integer(batchSize, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE),
-            tenantId: typeof tenantId === 'string' && tenantId !== '' ? tenantId : null,
         };
+    }
+    function tenantId() {
+        var _a;
+        const value = (_a = plv8.execute(statements.tenant, [SERVER])[0]) === null || _a === void 0 ? void 0 : _a.tenant_id;
+        return typeof value === 'string' && value !== '' ? value : null;
     }
     function exchange(s, method, path, body, headers, base = s.url) {
         var _a, _b;
@@ -1783,7 +1837,8 @@ function createBridge(plv8, schema, httpSchema) {
                 batchSize: s.batchSize,
                 health: JSON.parse(health(cfg)),
             };
-            const headers = s.tenantId ? [['X-SVC-Tenant-Id', s.tenantId]] : [];
+            const tenant = tenantId();
+            const headers = tenant ? [['X-SVC-Tenant-Id', tenant]] : [];
             const { status, content } = exchange(s, 'GET', '/engine/api/v1/runtime/info', null, headers, s.opsUrl);
             if (status === 200) {
                 info.runtime = JSON.parse(content);
@@ -1893,11 +1948,7 @@ except plpy.Error as e:
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
-  RETURN %1$I.svc__encrypt(data, policy_code, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'));
+  RETURN %1$I.svc__encrypt(data, policy_code, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
 EXCEPTION WHEN SQLSTATE 'SV000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -1916,11 +1967,7 @@ END$b$, target_schema));
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
-  RETURN %1$I.svc__encrypt_by_name(data, policy_name, policy_version, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'));
+  RETURN %1$I.svc__encrypt_by_name(data, policy_name, policy_version, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
 EXCEPTION WHEN SQLSTATE 'SV000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -1939,11 +1986,7 @@ END$b$, target_schema));
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
-  RETURN %1$I.svc__encrypt_by_name(data, policy_name, policy_version, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'));
+  RETURN %1$I.svc__encrypt_by_name(data, policy_name, policy_version, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
 EXCEPTION WHEN SQLSTATE 'SV000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -1962,11 +2005,7 @@ END$b$, target_schema));
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
-  RETURN %1$I.svc__decrypt(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'));
+  RETURN %1$I.svc__decrypt(data, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
 EXCEPTION WHEN SQLSTATE 'SV000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -1985,11 +2024,7 @@ END$b$, target_schema));
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
-  RETURN %1$I.svc__encrypt_array(data, policy_code, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'));
+  RETURN %1$I.svc__encrypt_array(data, policy_code, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
 EXCEPTION WHEN SQLSTATE 'SV000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -2008,11 +2043,7 @@ END$b$, target_schema));
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
-  RETURN %1$I.svc__decrypt_array(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'));
+  RETURN %1$I.svc__decrypt_array(data, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
 EXCEPTION WHEN SQLSTATE 'SV000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -2031,11 +2062,7 @@ END$b$, target_schema));
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
-  RETURN %1$I.svc__rewrap(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'));
+  RETURN %1$I.svc__rewrap(data, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
 EXCEPTION WHEN SQLSTATE 'SV000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -2054,11 +2081,7 @@ END$b$, target_schema));
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
-  RETURN %1$I.svc__rewrap_array(data, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'));
+  RETURN %1$I.svc__rewrap_array(data, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
 EXCEPTION WHEN SQLSTATE 'SV000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -2077,11 +2100,7 @@ END$b$, target_schema));
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
-  RETURN %1$I.svc__equality_terms(data, policy_code, (SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'));
+  RETURN %1$I.svc__equality_terms(data, policy_code, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
 EXCEPTION WHEN SQLSTATE 'SV000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -2100,11 +2119,7 @@ END$b$, target_schema));
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
-  RETURN %1$I.svc__health((SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), NULL, pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'));
+  RETURN %1$I.svc__health(ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
 EXCEPTION WHEN SQLSTATE 'SV000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -2123,12 +2138,7 @@ END$b$, target_schema));
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
-  RETURN %1$I.svc__engine_info((SELECT ARRAY[pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'url'), pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), (SELECT t.option_value FROM pg_catalog.pg_user_mappings m, pg_catalog.pg_options_to_table(m.umoptions) AS t
-        WHERE m.srvname = 'svc_engine' AND m.usename = CURRENT_USER AND t.option_name = 'tenant_id'), pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = 'ops_url'), pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = 'svc_engine'));
+  RETURN %1$I.svc__engine_info(ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
 EXCEPTION WHEN SQLSTATE 'SV000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');

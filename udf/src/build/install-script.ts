@@ -6,7 +6,7 @@
 // install used, else public), or, inside CREATE EXTENSION, in the extension's schema.
 import { DBLINK_INTERNALS, DBLINK_MARKER, DBLINK_OBSOLETE, dblinkInstall, dblinkUninstall, forEachExtensionFunction } from './dblink-bridge.js';
 import { ERROR_VARIABLES, raiseAgain, withCleanErrors } from './sql-errors.js';
-import { BRIDGE_FDW, cfgSql, FUNCTIONS, IMPLS, isCiphertextSql, PROCEDURES, ROLE, ROTATION, SERVER_NAME } from './sql-surface.js';
+import { BRIDGE_FDW, CFG_SQL, FUNCTIONS, IMPLS, isCiphertextSql, PROCEDURES, ROLE, ROTATION, SERVER_NAME } from './sql-surface.js';
 
 export type InstallMode = 'migration' | 'extension';
 
@@ -199,7 +199,7 @@ function createFunctions(): string {
     const options = `${f.strict ? 'STRICT ' : ''}VOLATILE ${BRIDGE_PARALLEL} SECURITY DEFINER ${PINNED}`;
     const body = withCleanErrors(`
 BEGIN
-  RETURN %1$I.${f.call.replace(/\bcfg\b/, cfgSql(f.operations === true))};
+  RETURN %1$I.${f.call.replace(/\bcfg\b/, CFG_SQL)};
 END`);
     lines.push(
       `  EXECUTE format('CREATE OR REPLACE FUNCTION %I.${f.name}(${f.args}) RETURNS ${f.returns} LANGUAGE plpgsql ${options} AS %L',`,

@@ -21,13 +21,8 @@ export interface BridgeFunction {
   readonly returns: string;
   /** STRICT: NULL in, NULL out, without calling the engine. */
   readonly strict: boolean;
-  /** The wrapper's SQL expression; `cfg` stands for the settings array (see cfgSql). */
+  /** The wrapper's SQL expression; `cfg` stands for the settings array (see CFG_SQL). */
   readonly call: string;
-  /**
-   * Reads the operations API: `cfg` then also carries the tenant id from the owner's user mapping (a
-   * credential of the operations API, so it is read only where it is needed).
-   */
-  readonly operations?: boolean;
   readonly comment: string;
 }
 
@@ -53,24 +48,14 @@ export const SERVER_NAME = 'svc_engine';
 export const BRIDGE_FDW = 'svc_bridge_fdw';
 
 /**
- * What the wrappers pass as `cfg`: [url, svc.timeout_ms, svc.batch_size, tenant_id, ops_url, the server's
- * foreign-data wrapper]. The address comes from the server's options (url, ops_url), never from a setting;
- * the wrapper's name lets the bridge tell a missing server (NULL) from one made for another bridge. The
- * tenant id comes from the user mapping of the wrapper's owner (current_user in a SECURITY DEFINER
- * function); pg_user_mappings shows its options to that role and superusers only.
+ * What the wrappers pass as `cfg`: [the statement's start time, svc.timeout_ms, svc.batch_size]. A simple
+ * expression, evaluated without a query per row. The bridges read the engine address from the options of
+ * the server SERVER_NAME themselves, as the owner of the functions, once per statement (the start time
+ * tells them a new one began), and the tenant id from the owner's user mapping where they need it: no
+ * function takes an address as an argument.
  */
-export function cfgSql(operations: boolean): string {
-  const option = (name: string) => `pg_catalog.max(o.option_value) FILTER (WHERE o.option_name = '${name}')`;
-  const tenant = operations
-    ? `(SELECT t.option_value FROM pg_catalog.pg_user_mappings m, pg_catalog.pg_options_to_table(m.umoptions) AS t
-        WHERE m.srvname = '${SERVER_NAME}' AND m.usename = CURRENT_USER AND t.option_name = 'tenant_id')`
-    : 'NULL';
-  return `(SELECT ARRAY[${option('url')}, pg_catalog.current_setting('svc.timeout_ms', true),
-    pg_catalog.current_setting('svc.batch_size', true), ${tenant}, ${option('ops_url')}, pg_catalog.max(w.fdwname::text)]
-   FROM pg_catalog.pg_foreign_server s JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-   LEFT JOIN LATERAL pg_catalog.pg_options_to_table(s.srvoptions) AS o ON true
-  WHERE s.srvname = '${SERVER_NAME}')`;
-}
+export const CFG_SQL =
+  "ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]";
 
 export const IMPLS: readonly ImplFunction[] = [
   {
@@ -257,7 +242,6 @@ export const FUNCTIONS: readonly BridgeFunction[] = [
     returns: 'jsonb',
     strict: false,
     call: 'svc__engine_info(cfg)',
-    operations: true,
     comment: 'The engine address and bridge settings in effect, the engine health and, when readable, its runtime info.',
   },
 ];

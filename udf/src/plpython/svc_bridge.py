@@ -4,14 +4,17 @@
 # backend, reopens it once when a reused connection turns out to be broken, and reports every failure as an
 # SQL error with a documented SQLSTATE (docs/sql.md). It never puts data values into messages.
 #
-# The per-row path is kept lean because it runs once per row: the settings are parsed once per backend and
+# The per-row path is kept lean because it runs once per row: the settings are looked up once per statement and
 # reused while unchanged (config), and the HTTP exchange is a few bytes written and read on a raw socket
 # (no http.client, no header parsing beyond Content-Length and Connection), with no JSON either way.
 #
-# The engine address (the options of the foreign server svc_engine, the DBA's) and the svc.* settings
-# arrive as an argument (`cfg`, read by the SECURITY DEFINER SQL wrapper) rather than through plpy.execute,
-# because PL/Python runs every plpy.execute in a subtransaction and parallel workers cannot start one; for
-# the same reason only a non-worker backend polls for interrupts.
+# The engine address is the options of the foreign server svc_engine (the DBA's). The bridge reads them
+# itself, as the owner of the functions, once per statement: the SQL wrapper passes `cfg` = [the statement's
+# start time, svc.timeout_ms, svc.batch_size], a simple expression that costs no query per row, and the
+# server is looked up again when the statement changes (a new statement sees an ALTER SERVER, as a query
+# would). No function takes an address as an argument. The lookup is a plpy.execute, which PL/Python runs in
+# a subtransaction: the functions are PARALLEL UNSAFE, so no parallel plan (where subtransactions are
+# refused) runs them; for the same reason only a non-worker backend polls for interrupts.
 import json
 import select
 import socket
@@ -58,6 +61,14 @@ ITEM_SUCCESS = 1000
 FRAME_REQUEST_HEADERS = 'Content-Type: application/x-svc-binary-frame\r\nContent-Length: %d\r\n'
 
 ENGINE_CHECK_HINT = 'Check the engine directly (GET <url of server svc_engine>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.'
+# The server's foreign-data wrapper and options (name=value strings, as pg_options_to_table splits them).
+SERVER_LOOKUP = ('SELECT w.fdwname::text AS wrapper, s.srvoptions AS options FROM pg_catalog.pg_foreign_server s '
+                 'JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw WHERE s.srvname = $1')
+# The tenant id, a credential of the operations API, from the user mapping of the functions' owner (the current
+# user inside the SECURITY DEFINER wrappers); pg_user_mappings shows its options to that role and superusers only.
+TENANT_LOOKUP = ('SELECT t.option_value AS tenant_id FROM pg_catalog.pg_user_mappings m, pg_catalog.pg_options_to_table(m.umoptions) AS t '
+                 "WHERE m.srvname = $1 AND m.usename = CURRENT_USER AND t.option_name = 'tenant_id'")
+
 
 
 class Unavailable(Exception):
@@ -66,7 +77,7 @@ class Unavailable(Exception):
 
 class Settings:
     # ops: the operations API's endpoint (a Settings of its own; this one when the server has no ops_url).
-    __slots__ = ('url', 'scheme', 'host', 'port', 'base_path', 'timeout_s', 'timeout_ms', 'batch_size', 'tenant_id', 'ops')
+    __slots__ = ('url', 'scheme', 'host', 'port', 'base_path', 'timeout_s', 'timeout_ms', 'batch_size', 'ops')
 
 
 class Bridge:
@@ -82,19 +93,23 @@ class Bridge:
         self.tls = None
         self.config_key = None
         self.config_value = None
+        self.plans = {}
 
     # ---- settings -------------------------------------------------------------------------------
 
     def settings(self, cfg):
-        """cfg = [url, svc.timeout_ms, svc.batch_size, tenant_id, ops_url, foreign-data wrapper]: the options of the
-        server svc_engine, current_setting() of the two settings, and the tenant id from the owner's user mapping."""
-        url, timeout_ms, batch_size, tenant_id, ops_url, wrapper = (list(cfg or []) + [None] * 6)[:6]
-        if wrapper is None:
+        """cfg = [statement start, svc.timeout_ms, svc.batch_size]; the address from the server svc_engine's options."""
+        _, timeout_ms, batch_size = (list(cfg or []) + [None] * 3)[:3]
+        rows = self.plpy.execute(self.plan('server', SERVER_LOOKUP), [SERVER])
+        if len(rows) == 0:
             self.fail(CONFIG, 'the foreign server %s that holds the engine address does not exist' % SERVER, hint=SERVER_HINT)
+        wrapper = rows[0]['wrapper']
         if wrapper != BRIDGE_FDW:
             # A server of the dblink bridge (dblink_fdw) names a PostgreSQL wire endpoint, not an HTTP one.
             self.fail(CONFIG, 'the foreign server %s is on the foreign-data wrapper %s, not %s' % (SERVER, wrapper, BRIDGE_FDW),
                       hint='Drop it and ' + SERVER_HINT)
+        options = dict(o.split('=', 1) for o in rows[0]['options'] or [] if '=' in o)
+        url, ops_url = options.get('url'), options.get('ops_url')
         if url is None or url.strip() == '':
             self.fail(CONFIG, 'the foreign server %s has no option url' % SERVER,
                       hint="ALTER SERVER svc_engine OPTIONS (ADD url 'http://127.0.0.1:8080'); see docs/sql.md.")
@@ -102,13 +117,23 @@ class Bridge:
         s.timeout_ms = self.integer(timeout_ms, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
         s.timeout_s = s.timeout_ms / 1000.0
         s.batch_size = self.integer(batch_size, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE)
-        s.tenant_id = tenant_id or None
         s.ops = s
         if ops_url is not None and ops_url.strip() != '':
             s.ops = self.endpoint(ops_url, 'ops_url')
-            s.ops.timeout_ms, s.ops.timeout_s, s.ops.batch_size, s.ops.tenant_id = s.timeout_ms, s.timeout_s, s.batch_size, s.tenant_id
+            s.ops.timeout_ms, s.ops.timeout_s, s.ops.batch_size = s.timeout_ms, s.timeout_s, s.batch_size
             s.ops.ops = s.ops
         return s
+
+    def tenant_id(self):
+        rows = self.plpy.execute(self.plan('tenant', TENANT_LOOKUP), [SERVER])
+        return rows[0]['tenant_id'] if len(rows) > 0 and rows[0]['tenant_id'] else None
+
+    def plan(self, name, query):
+        """A statement prepared once per backend."""
+        plan = self.plans.get(name)
+        if plan is None:
+            plan = self.plans[name] = self.plpy.prepare(query, ['text'])
+        return plan
 
     def endpoint(self, url, option):
         """An address option of the server (url, ops_url) parsed into a Settings without the tuning values."""
@@ -129,7 +154,7 @@ class Bridge:
         return s
 
     def config(self, cfg):
-        """settings(cfg), parsed again only when a setting changed (cfg arrives on every call)."""
+        """settings(cfg), looked up again only in a new statement or when a setting changed (cfg arrives on every call)."""
         key = tuple(cfg) if cfg is not None else None
         if self.config_value is None or key != self.config_key:
             self.config_value = self.settings(cfg)
@@ -209,7 +234,8 @@ class Bridge:
             'health': json.loads(self.health(cfg)),
         }
         # The operations API may have its own listener (the server's ops_url); the tenant id is its credential.
-        headers = 'X-SVC-Tenant-Id: %s\r\n' % s.tenant_id if s.tenant_id else ''
+        tenant_id = self.tenant_id()
+        headers = 'X-SVC-Tenant-Id: %s\r\n' % tenant_id if tenant_id else ''
         status, body = self.exchange(s.ops, 'GET', '/engine/api/v1/runtime/info', None, headers)
         if status == 200:
             info['runtime'] = json.loads(body)

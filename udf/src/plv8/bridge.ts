@@ -3,8 +3,9 @@
 // generated SQL embeds in each plv8 function; the first call in a backend creates the bridge and later
 // calls reuse it. It talks to PostgreSQL only through `plv8.execute`, with the statements below, which is
 // also what lets the tests run it under a shim. No imports at run time: plv8 has no module loader.
-// The engine address (the options of the foreign server svc_engine, the DBA's) and the svc.* settings arrive
-// as an argument (`cfg`), read by the SECURITY DEFINER SQL wrapper.
+// The engine address is the options of the foreign server svc_engine (the DBA's), which the bridge reads
+// itself, as the owner of the functions, once per statement: the SECURITY DEFINER SQL wrapper passes `cfg` =
+// [the statement's start time, svc.timeout_ms, svc.batch_size]. No function takes an address as an argument.
 
 /** The part of plv8's API the bridge uses. */
 export interface Plv8 {
@@ -40,6 +41,17 @@ export const STATEMENTS = {
     'SELECT status, content FROM @HTTP@.http(ROW($1, $2, ' +
     'ARRAY(SELECT @HTTP@.http_header(h->>0, h->>1) FROM pg_catalog.jsonb_array_elements($3::jsonb) AS h), $4, $5)::@HTTP@.http_request)',
   raise: 'SELECT @SCHEMA@.svc__raise($1, $2, $3, $4)',
+  /** The server's foreign-data wrapper and options (name=value strings, as pg_options_to_table splits them). */
+  server:
+    'SELECT w.fdwname::text AS wrapper, s.srvoptions AS options FROM pg_catalog.pg_foreign_server s ' +
+    'JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw WHERE s.srvname = $1',
+  /**
+   * The tenant id, a credential of the operations API, from the user mapping of the functions' owner (the
+   * current user inside the SECURITY DEFINER wrappers); pg_user_mappings shows its options to that role only.
+   */
+  tenant:
+    'SELECT t.option_value AS tenant_id FROM pg_catalog.pg_user_mappings m, pg_catalog.pg_options_to_table(m.umoptions) AS t ' +
+    "WHERE m.srvname = $1 AND m.usename = CURRENT_USER AND t.option_name = 'tenant_id'",
 } as const;
 
 interface Settings {
@@ -48,7 +60,6 @@ interface Settings {
   opsUrl: string;
   timeoutMs: number;
   batchSize: number;
-  tenantId: string | null;
 }
 
 type Op = 'encrypt' | 'decrypt' | 'rewrap';
@@ -61,10 +72,7 @@ interface BatchResult {
   decryptedData?: string;
 }
 
-/**
- * [url, svc.timeout_ms, svc.batch_size, tenant_id, ops_url, foreign-data wrapper]: the options of the server
- * svc_engine, current_setting() of the two settings, and the tenant id from the owner's user mapping.
- */
+/** [the statement's start time, svc.timeout_ms, svc.batch_size]: the key of the lookup and current_setting() of the two settings. */
 export type Cfg = ReadonlyArray<string | null> | null;
 
 export interface Bridge {
@@ -86,7 +94,10 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
     prepare: sql(STATEMENTS.prepare),
     request: sql(STATEMENTS.request),
     raise: sql(STATEMENTS.raise),
+    server: STATEMENTS.server,
+    tenant: STATEMENTS.tenant,
   };
+  let cached: { key: string; settings: Settings } | undefined;
 
   function fail(sqlstate: string, message: string, detail?: string, hint?: string): never {
     plv8.execute(statements.raise, [sqlstate, message, detail ?? null, hint ?? null]);
@@ -109,16 +120,32 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
     return text.replace(/\/+$/, '');
   }
 
+  /** The settings of cfg, looked up again only in a new statement or when a setting changed. */
   function settings(cfg: Cfg): Settings {
-    const [url, timeoutMs, batchSize, tenantId, opsUrl, wrapper] = cfg ?? [];
-    if (wrapper === null || wrapper === undefined) {
+    const key = JSON.stringify(cfg ?? null);
+    if (cached?.key !== key) cached = { key, settings: lookUp(cfg) };
+    return cached.settings;
+  }
+
+  function lookUp(cfg: Cfg): Settings {
+    const [, timeoutMs, batchSize] = cfg ?? [];
+    const row = plv8.execute(statements.server, [SERVER])[0];
+    if (row === undefined) {
       fail(SQLSTATES.config, `the foreign server ${SERVER} that holds the engine address does not exist`, undefined, SERVER_HINT);
     }
+    const wrapper = row.wrapper;
     if (wrapper !== BRIDGE_FDW) {
       // A server of the dblink bridge (dblink_fdw) names a PostgreSQL wire endpoint, not an HTTP one.
-      fail(SQLSTATES.config, `the foreign server ${SERVER} is on the foreign-data wrapper ${wrapper}, not ${BRIDGE_FDW}`, undefined, `Drop it and ${SERVER_HINT}`);
+      fail(SQLSTATES.config, `the foreign server ${SERVER} is on the foreign-data wrapper ${String(wrapper)}, not ${BRIDGE_FDW}`, undefined, `Drop it and ${SERVER_HINT}`);
     }
-    if (typeof url !== 'string' || url.trim() === '') {
+    const options = new Map<string, string>();
+    for (const option of (row.options as string[] | null) ?? []) {
+      const at = option.indexOf('=');
+      if (at > 0) options.set(option.slice(0, at), option.slice(at + 1));
+    }
+    const url = options.get('url');
+    const opsUrl = options.get('ops_url');
+    if (url === undefined || url.trim() === '') {
       fail(
         SQLSTATES.config,
         `the foreign server ${SERVER} has no option url`,
@@ -129,11 +156,15 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
     const base = address(url, 'url');
     return {
       url: base,
-      opsUrl: typeof opsUrl === 'string' && opsUrl.trim() !== '' ? address(opsUrl, 'ops_url') : base,
+      opsUrl: opsUrl !== undefined && opsUrl.trim() !== '' ? address(opsUrl, 'ops_url') : base,
       timeoutMs: integer(timeoutMs, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS),
       batchSize: integer(batchSize, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE),
-      tenantId: typeof tenantId === 'string' && tenantId !== '' ? tenantId : null,
     };
+  }
+
+  function tenantId(): string | null {
+    const value = plv8.execute(statements.tenant, [SERVER])[0]?.tenant_id;
+    return typeof value === 'string' && value !== '' ? value : null;
   }
 
   /** One request to `base` (s.url, or s.opsUrl for the operations API). */
@@ -323,7 +354,8 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
         health: JSON.parse(health(cfg)),
       };
       // The operations API may have its own listener (the server's ops_url); the tenant id is its credential.
-      const headers: Array<[string, string]> = s.tenantId ? [['X-SVC-Tenant-Id', s.tenantId]] : [];
+      const tenant = tenantId();
+      const headers: Array<[string, string]> = tenant ? [['X-SVC-Tenant-Id', tenant]] : [];
       const { status, content } = exchange(s, 'GET', '/engine/api/v1/runtime/info', null, headers, s.opsUrl);
       if (status === 200) {
         info.runtime = JSON.parse(content);
