@@ -42,6 +42,8 @@ export interface EngineAddress {
   readonly opsUrl?: string;
   /** The operations API's tenant id, in the user mapping of the role that owns the functions. */
   readonly tenantId?: string;
+  /** The PL/Python bridge's wire transport: the engine's wire endpoint (option wire_url) and its credentials. */
+  readonly wire?: { readonly url: string; readonly user: string; readonly password: string };
 }
 
 /**
@@ -53,13 +55,14 @@ export async function setEngineServer(url: string, address: EngineAddress): Prom
   await withClient(url, async (client) => {
     const options = [`url ${client.escapeLiteral(address.url)}`];
     if (address.opsUrl) options.push(`ops_url ${client.escapeLiteral(address.opsUrl)}`);
+    if (address.wire) options.push(`wire_url ${client.escapeLiteral(address.wire.url)}`);
     await client.query('DROP SERVER IF EXISTS svc_engine CASCADE');
     await client.query(`CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw OPTIONS (${options.join(', ')})`);
-    if (address.tenantId) {
-      await client.query(
-        `CREATE USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (tenant_id ${client.escapeLiteral(address.tenantId)})`,
-      );
-    }
+    const mapping = [
+      ...(address.tenantId ? [`tenant_id ${client.escapeLiteral(address.tenantId)}`] : []),
+      ...(address.wire ? [`user ${client.escapeLiteral(address.wire.user)}`, `password ${client.escapeLiteral(address.wire.password)}`] : []),
+    ];
+    if (mapping.length > 0) await client.query(`CREATE USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (${mapping.join(', ')})`);
   });
 }
 

@@ -61,3 +61,52 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     close: cut,
   };
 }
+
+/** A TCP proxy (to the engine's wire endpoint) that can stop forwarding what the client sends: an engine that hangs. */
+export async function startStallingProxy(target: number): Promise<{ port: number; stall: (on: boolean) => void; close: () => Promise<void> }> {
+  let stalled = false;
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(target, '127.0.0.1');
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      s.on('error', () => s.destroy());
+    }
+    client.on('data', (chunk) => {
+      if (!stalled) upstream.write(chunk);
+    });
+    upstream.on('data', (chunk) => client.write(chunk));
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as { port: number }).port,
+    stall: (on) => {
+      stalled = on;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** Resolves once something accepts connections on 127.0.0.1:`port` (within about 10 s). */
+export async function waitForPort(port: number): Promise<void> {
+  for (let attempt = 0; ; attempt += 1) {
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = connect(port, '127.0.0.1');
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('error', () => resolve(false));
+    });
+    if (open) return;
+    if (attempt > 200) throw new Error(`nothing listens on port ${port}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

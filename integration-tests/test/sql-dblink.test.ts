@@ -3,7 +3,6 @@
 // process serving its PostgreSQL wire endpoint. Everything the application does runs as an ordinary
 // role (NOSUPERUSER, granted svc_user), including the attempts to send values to another address, which
 // a TCP listener proves never arrive.
-import { connect, createServer, type Socket } from 'node:net';
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -11,6 +10,7 @@ import { type RunningEngine, startEngine } from '../src/engine-process.js';
 import { clientBinDir, createDatabase, dropDatabase, freePort, withClient } from '../src/postgres-harness.js';
 import { applyMigrations, migrationPaths, runTool, setDblinkServer, uninstall } from '../src/sql-install.js';
 import { startTrap } from '../src/trap-listener.js';
+import { startStallingProxy, waitForPort } from '../src/tcp-proxy.js';
 import { POLICIES, POLICY_NAME, testBootstrap } from '../src/test-policies.js';
 
 const adminUrl = inject('databaseUrl');
@@ -51,51 +51,7 @@ async function failure(promise: Promise<unknown>): Promise<pg.DatabaseError> {
  */
 async function restartEngine(): Promise<void> {
   await engine.restart();
-  for (let attempt = 0; ; attempt += 1) {
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = connect(engine.pgPort as number, '127.0.0.1');
-      socket.once('connect', () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('error', () => resolve(false));
-    });
-    if (open) return;
-    if (attempt > 200) throw new Error('the engine wire endpoint did not come up');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-/** A TCP proxy to the engine's wire endpoint that can stop forwarding (an engine that hangs). */
-async function startStallingProxy(target: number): Promise<{ port: number; stall: (on: boolean) => void; close: () => Promise<void> }> {
-  let stalled = false;
-  const sockets = new Set<Socket>();
-  const server = createServer((client) => {
-    const upstream = connect(target, '127.0.0.1');
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-      s.on('error', () => s.destroy());
-    }
-    client.on('data', (chunk) => {
-      if (!stalled) upstream.write(chunk);
-    });
-    upstream.on('data', (chunk) => client.write(chunk));
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as { port: number }).port,
-    stall: (on) => {
-      stalled = on;
-    },
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  };
+  await waitForPort(engine.pgPort as number);
 }
 
 beforeAll(async () => {

@@ -1042,12 +1042,12 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_array(text, text, text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:851e706d4413')
+  py_prelude := replace($py$b = GD.get('svc_bridge:fe3bc7268c19')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:851e706d4413'] = m.Bridge(plpy)
+    b = GD['svc_bridge:fe3bc7268c19'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into binary-frame
 # requests to the engine's batch endpoints (docs/binary-frame.md). It is loaded once per backend (the
@@ -1055,7 +1055,7 @@ $py$, '@MODULE_B64@',
 # backend, reopens it once when a reused connection turns out to be broken, and reports every failure as an
 # SQL error with a documented SQLSTATE (docs/sql.md). It never puts data values into messages.
 #
-# The per-row path is kept lean because it runs once per row: the settings are parsed once per backend and
+# The per-row path is kept lean because it runs once per row: the settings are looked up once per statement and
 # reused while unchanged (config), and the HTTP exchange is a few bytes written and read on a raw socket
 # (no http.client, no header parsing beyond Content-Length and Connection), with no JSON either way.
 #
@@ -1066,7 +1066,9 @@ $py$, '@MODULE_B64@',
 # would). No function takes an address as an argument. The lookup is a plpy.execute, which PL/Python runs in
 # a subtransaction: the functions are PARALLEL UNSAFE, so no parallel plan (where subtransactions are
 # refused) runs them; for the same reason only a non-worker backend polls for interrupts.
+import base64
 import json
+import re
 import select
 import socket
 import ssl
@@ -1115,10 +1117,16 @@ ENGINE_CHECK_HINT = 'Check the engine directly (GET <url of server svc_engine>/a
 # The server's foreign-data wrapper and options (name=value strings, as pg_options_to_table splits them).
 SERVER_LOOKUP = ('SELECT w.fdwname::text AS wrapper, s.srvoptions AS options FROM pg_catalog.pg_foreign_server s '
                  'JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw WHERE s.srvname = $1')
-# The tenant id, a credential of the operations API, from the user mapping of the functions' owner (the current
-# user inside the SECURITY DEFINER wrappers); pg_user_mappings shows its options to that role and superusers only.
-TENANT_LOOKUP = ('SELECT t.option_value AS tenant_id FROM pg_catalog.pg_user_mappings m, pg_catalog.pg_options_to_table(m.umoptions) AS t '
-                 "WHERE m.srvname = $1 AND m.usename = CURRENT_USER AND t.option_name = 'tenant_id'")
+# The options of the user mapping of the functions' owner (the current user inside the SECURITY DEFINER
+# wrappers): the tenant id (a credential of the operations API), and the user and password of the wire
+# endpoint. pg_user_mappings shows them to that role and superusers only.
+MAPPING_LOOKUP = 'SELECT m.umoptions AS options FROM pg_catalog.pg_user_mappings m WHERE m.srvname = $1 AND m.usename = CURRENT_USER'
+WIRE_MAPPING_HINT = ("CREATE USER MAPPING FOR <owner of the svc functions> SERVER svc_engine OPTIONS (user 'svc', password '...') "
+                     'with SVC_PG_USER / SVC_PG_PASSWORD of the engine; see docs/sql.md.')
+WIRE_CHECK_HINT = 'Check that the engine runs with SVC_PG_PORT set and that option wire_url of the server svc_engine points at it.'
+ITEM_DETAIL = re.compile(r'^item ([0-9]+) of [0-9]+$')
+# Connection states after which the wire connection is dropped (and a reused one reopened once).
+WIRE_BROKEN = ('57P01', '57P02', '57P03', '57P05')
 
 
 
@@ -1128,7 +1136,8 @@ class Unavailable(Exception):
 
 class Settings:
     # ops: the operations API's endpoint (a Settings of its own; this one when the server has no ops_url).
-    __slots__ = ('url', 'scheme', 'host', 'port', 'base_path', 'timeout_s', 'timeout_ms', 'batch_size', 'ops')
+    # wire: the libpq connection string of the engine's wire endpoint (option wire_url), or None for HTTP.
+    __slots__ = ('url', 'scheme', 'host', 'port', 'base_path', 'timeout_s', 'timeout_ms', 'batch_size', 'ops', 'wire')
 
 
 class Bridge:
@@ -1145,6 +1154,8 @@ class Bridge:
         self.config_key = None
         self.config_value = None
         self.plans = {}
+        self.wire_conn = None
+        self.wire_key = None
 
     # ---- settings -------------------------------------------------------------------------------
 
@@ -1160,11 +1171,12 @@ class Bridge:
             self.fail(CONFIG, 'the foreign server %s is on the foreign-data wrapper %s, not %s' % (SERVER, wrapper, BRIDGE_FDW),
                       hint='Drop it and ' + SERVER_HINT)
         options = dict(o.split('=', 1) for o in rows[0]['options'] or [] if '=' in o)
-        url, ops_url = options.get('url'), options.get('ops_url')
+        url, ops_url, wire = options.get('url'), options.get('ops_url'), options.get('wire_url')
         if url is None or url.strip() == '':
             self.fail(CONFIG, 'the foreign server %s has no option url' % SERVER,
                       hint="ALTER SERVER svc_engine OPTIONS (ADD url 'http://127.0.0.1:8080'); see docs/sql.md.")
         s = self.endpoint(url, 'url')
+        s.wire = self.wire_dsn(wire) if wire is not None and wire.strip() != '' else None
         s.timeout_ms = self.integer(timeout_ms, 'svc.timeout_ms', DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS)
         s.timeout_s = s.timeout_ms / 1000.0
         s.batch_size = self.integer(batch_size, 'svc.batch_size', DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE)
@@ -1172,12 +1184,38 @@ class Bridge:
         if ops_url is not None and ops_url.strip() != '':
             s.ops = self.endpoint(ops_url, 'ops_url')
             s.ops.timeout_ms, s.ops.timeout_s, s.ops.batch_size = s.timeout_ms, s.timeout_s, s.batch_size
-            s.ops.ops = s.ops
+            s.ops.ops, s.ops.wire = s.ops, None
         return s
 
+    def wire_dsn(self, dsn):
+        """Option wire_url: a libpq connection string (URI or key=value) without credentials, which belong in
+        the owner's user mapping (server options are readable by every role)."""
+        psycopg2 = self.psycopg2()
+        try:
+            params = psycopg2.extensions.parse_dsn(dsn.strip())
+        except psycopg2.ProgrammingError:
+            self.fail(CONFIG, 'option wire_url of the foreign server %s is not a libpq connection string' % SERVER,
+                      hint="ALTER SERVER svc_engine OPTIONS (SET wire_url 'postgresql://127.0.0.1:5433/svc'); see docs/sql.md.")
+        if 'password' in params or 'user' in params:
+            self.fail(CONFIG, 'option wire_url of the foreign server %s must not hold a user or password' % SERVER, hint=WIRE_MAPPING_HINT)
+        return dsn.strip()
+
+    def psycopg2(self):
+        try:
+            import psycopg2
+            import psycopg2.extensions
+        except ImportError:
+            self.fail(CONFIG, 'option wire_url of the foreign server %s needs psycopg2 in the Python of the PostgreSQL server' % SERVER,
+                      hint='Install it (Debian and Ubuntu: apt-get install python3-psycopg2), or drop the option wire_url to use url.')
+        return psycopg2
+
+    def mapping(self):
+        """The options of the owner's user mapping for the server (tenant_id; user and password for the wire)."""
+        rows = self.plpy.execute(self.plan('mapping', MAPPING_LOOKUP), [SERVER])
+        return dict(o.split('=', 1) for o in (rows[0]['options'] if len(rows) > 0 else None) or [] if '=' in o)
+
     def tenant_id(self):
-        rows = self.plpy.execute(self.plan('tenant', TENANT_LOOKUP), [SERVER])
-        return rows[0]['tenant_id'] if len(rows) > 0 and rows[0]['tenant_id'] else None
+        return self.mapping().get('tenant_id') or None
 
     def plan(self, name, query):
         """A statement prepared once per backend."""
@@ -1226,39 +1264,39 @@ class Bridge:
     # ---- the SQL functions -------------------------------------------------------------------------
 
     def encrypt(self, cfg, data, policy_code):
-        return self.run_one(cfg, 'encrypt', data, self.policy_head(POLICY_CODE, policy_code, None))
+        return self.run_one(cfg, 'encrypt', data, self.policy(POLICY_CODE, policy_code, None))
 
     def encrypt_by_name(self, cfg, data, policy_name, policy_version):
-        return self.run_one(cfg, 'encrypt', data, self.policy_head(POLICY_NAME, policy_name, policy_version))
+        return self.run_one(cfg, 'encrypt', data, self.policy(POLICY_NAME, policy_name, policy_version))
 
     def decrypt(self, cfg, data):
-        return self.run_one(cfg, 'decrypt', data, b'')
+        return self.run_one(cfg, 'decrypt', data, None)
 
     def encrypt_array(self, cfg, values, policy_code):
-        return self.run_array(cfg, 'encrypt', values, self.policy_head(POLICY_CODE, policy_code, None))
+        return self.run_array(cfg, 'encrypt', values, self.policy(POLICY_CODE, policy_code, None))
 
     def decrypt_array(self, cfg, values):
-        return self.run_array(cfg, 'decrypt', values, b'')
+        return self.run_array(cfg, 'decrypt', values, None)
 
-    def policy_head(self, kind, reference, version):
-        """The fields before an encrypt item's data length, the same for every value of one call."""
-        ref = (reference or '').encode('utf-8')
-        # The frame says "no version" with 0 and has 16 bits of reference length; JSON let the engine refuse these.
+    def policy(self, kind, reference, version):
+        """An encrypt call's policy (kind, reference, version), the same for every value of the call."""
+        # The frame says "no version" with 0 and the wire with "-"; JSON let the engine refuse these.
         if version is not None and not 1 <= version <= 0xFFFFFFFF:
             self.fail(ITEM_FAILED, 'svc_encrypt: policyVersion must be a positive integer')
-        if len(ref) > 0xFFFF:
-            self.fail(ITEM_FAILED, 'svc_encrypt: the policy reference is longer than 65535 bytes')
-        return ENCRYPT_HEAD.pack(kind, version or 0, len(ref)) + ref
+        return (kind, reference or '', version)
 
     def rewrap(self, cfg, data):
         # A rewrap item has a decrypt item's layout: the ciphertext alone (docs/binary-frame.md).
-        return self.run_one(cfg, 'rewrap', data, b'')
+        return self.run_one(cfg, 'rewrap', data, None)
 
     def rewrap_array(self, cfg, values):
-        return self.run_array(cfg, 'rewrap', values, b'')
+        return self.run_array(cfg, 'rewrap', values, None)
 
     def equality_terms(self, cfg, data, policy_code):
         s = self.config(cfg)
+        if s.wire is not None:
+            rows = self.wire_query(s, 'svc_equality_terms', 'svc_equality_terms %s %s' % (b64(policy_code.encode('utf-8')), b64(data.encode('utf-8'))))
+            return [row[1] for row in rows]
         path = '/api/equality-terms'
         answer = self.post_json(s, 'equality_terms', path, {'data': data, 'policyCode': policy_code})
         terms = answer.get('terms')
@@ -1268,6 +1306,9 @@ class Bridge:
 
     def health(self, cfg):
         s = self.config(cfg)
+        if s.wire is not None:
+            status, service, version = self.wire_query(s, 'svc_health', 'svc_health')[0]
+            return json.dumps({'status': status, 'service': service, 'version': version})
         status, body = self.exchange(s, 'GET', '/api/health', None, '')
         if status != 200:
             self.fail(UNAVAILABLE, 'engine at %s answered HTTP %d to GET /api/health' % (s.url, status), hint=ENGINE_CHECK_HINT)
@@ -1279,6 +1320,7 @@ class Bridge:
             'engineServer': SERVER,
             'engineUrl': s.url,
             'opsUrl': s.ops.url,
+            'wireUrl': s.wire,
             'bridge': self.language,
             'timeoutMs': s.timeout_ms,
             'batchSize': s.batch_size,
@@ -1296,15 +1338,19 @@ class Bridge:
         return json.dumps(info)
 
     # ---- batching ---------------------------------------------------------------------------------
-    # Every call, one row or an array, is a binary frame (docs/binary-frame.md): items are the UTF-8 bytes of
-    # the values behind `head` (the encrypt item's policy fields, empty for decrypt and rewrap), results are
-    # read with struct, and no JSON is built or parsed on the way.
+    # Over HTTP, every call, one row or an array, is a binary frame (docs/binary-frame.md): items are the UTF-8
+    # bytes of the values behind the encrypt item's policy fields (none for decrypt and rewrap), results are
+    # read with struct, and no JSON is built or parsed on the way. Over the wire endpoint, a row is one
+    # command and an array chunk one *_many command (docs/pgwire.md), the values in base64.
 
-    def run_one(self, cfg, op, value, head):
+    def run_one(self, cfg, op, value, policy):
+        s = self.config(cfg)
         data = value.encode('utf-8')
-        return self.post_batch(self.config(cfg), op, head, [data], len(data), 0, 1)[0]
+        if s.wire is not None:
+            return self.wire_batch(s, op, policy, [data], 0, 1, False)[0]
+        return self.post_batch(s, op, self.policy_head(policy), [data], len(data), 0, 1)[0]
 
-    def run_array(self, cfg, op, values, head):
+    def run_array(self, cfg, op, values, policy):
         if values is None:
             return None
         out = list(values)
@@ -1312,6 +1358,7 @@ class Bridge:
         if not positions:
             return out
         s = self.config(cfg)
+        head = self.policy_head(policy) if s.wire is None else None
         data = [out[i].encode('utf-8') for i in positions]
         total = len(positions)
         start = 0
@@ -1325,11 +1372,24 @@ class Bridge:
                     break
                 size += n
                 end += 1
-            results = self.post_batch(s, op, head, data[start:end], size, start, total)
+            if s.wire is not None:
+                results = self.wire_batch(s, op, policy, data[start:end], start, total, True)
+            else:
+                results = self.post_batch(s, op, head, data[start:end], size, start, total)
             for i, value in zip(positions[start:end], results):
                 out[i] = value
             start = end
         return out
+
+    def policy_head(self, policy):
+        """The fields before an encrypt item's data length in a frame (none for decrypt and rewrap)."""
+        if policy is None:
+            return b''
+        kind, reference, version = policy
+        ref = reference.encode('utf-8')
+        if len(ref) > 0xFFFF:
+            self.fail(ITEM_FAILED, 'svc_encrypt: the policy reference is longer than 65535 bytes')
+        return ENCRYPT_HEAD.pack(kind, version or 0, len(ref)) + ref
 
     def post_batch(self, s, op, head, data, size, offset, total):
         """One frame of len(data) items of operation `op`; returns the result texts in order or fails."""
@@ -1548,12 +1608,16 @@ class Bridge:
         # Bytes ssl has already decrypted are invisible to select.
         if isinstance(sock, ssl.SSLSocket) and sock.pending():
             return
+        self.wait_for(sock, deadline, False)
+
+    def wait_for(self, fd, deadline, write):
+        """Until `fd` is readable (writable), polling for interrupts; Unavailable once the deadline passed."""
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise Unavailable()
-            readable, _, _ = select.select([sock], [], [], min(remaining, INTERRUPT_SLICE_S))
-            if readable:
+            readable, writable, _ = select.select([] if write else [fd], [fd] if write else [], [], min(remaining, INTERRUPT_SLICE_S))
+            if readable or writable:
                 return
             if not self.parallel_worker:
                 if self.tick_plan is None:
@@ -1568,6 +1632,113 @@ class Bridge:
                 pass
         self.sock = None
         self.conn_key = None
+
+    # ---- the wire endpoint ------------------------------------------------------------------------------
+    # With option wire_url, the calls go to the engine's PostgreSQL wire endpoint (docs/pgwire.md) through
+    # psycopg2, that is libpq with its SCRAM, TLS and protocol code: an engine command costs the engine about
+    # half the CPU of an HTTP request. One connection per backend, in asynchronous mode, so the wait keeps
+    # svc.timeout_ms and PostgreSQL's interrupt checks; the user and password come from the owner's user
+    # mapping when it opens and are not kept.
+
+    def wire_batch(self, s, op, policy, data, offset, total, many):
+        """One command for `data` (UTF-8 values): svc_<op>[_many][_by_name]; the result texts in order."""
+        name = 'svc_%s%s' % (op, '_many' if many else '')
+        command = name
+        if policy is not None:
+            kind, reference, version = policy
+            ref = b64(reference.encode('utf-8'))
+            command = '%s_by_name %s %s' % (name, ref, version or '-') if kind == POLICY_NAME else '%s %s' % (name, ref)
+        rows = self.wire_query(s, 'svc_' + op, ' '.join([command] + [b64(d) for d in data]), offset, total)
+        if many:
+            if len(rows) != len(data) or any(row[0] != k + 1 for k, row in enumerate(rows)):
+                self.fail(UNAVAILABLE, 'engine at %s answered %d rows to %s of %d values' % (s.wire, len(rows), name, len(data)), hint=WIRE_CHECK_HINT)
+            return [row[1] for row in rows]
+        if len(rows) != 1 or len(rows[0]) != 1:
+            self.fail(UNAVAILABLE, 'engine at %s answered %d rows to %s' % (s.wire, len(rows), name), hint=WIRE_CHECK_HINT)
+        return [rows[0][0]]
+
+    def wire_query(self, s, op, command, offset=0, total=1):
+        """The rows answering one command; a broken reused connection is reopened once."""
+        pg = self.psycopg2()
+        deadline = time.monotonic() + s.timeout_s
+        for attempt in (0, 1):
+            reused = self.wire_conn is not None and self.wire_key == s.wire
+            try:
+                conn = self.wire_connection(s, deadline)
+                cursor = conn.cursor()
+                cursor.execute(command)
+                self.wire_wait(conn, deadline)
+                return cursor.fetchall()
+            except Unavailable:
+                self.wire_close()
+                self.fail(UNAVAILABLE, 'engine at %s did not answer within svc.timeout_ms (%d ms)' % (s.wire, s.timeout_ms), hint=WIRE_CHECK_HINT)
+            except pg.Error as e:
+                code = e.pgcode
+                if code is None or code.startswith('08') or code in WIRE_BROKEN:
+                    self.wire_close()
+                    if reused and attempt == 0 and time.monotonic() < deadline:
+                        continue
+                    self.fail(UNAVAILABLE, 'engine at %s is unreachable: %s' % (s.wire, first_line(e)), hint=WIRE_CHECK_HINT)
+                self.wire_failed(s, op, e, offset, total)
+            except BaseException:
+                # A cancel or statement_timeout (raised by the interrupt check) leaves the command unanswered.
+                self.wire_close()
+                raise
+        raise AssertionError('unreachable')
+
+    def wire_failed(self, s, op, error, offset, total):
+        """An engine error as the SQL error it stands for; "item i of n" counted over the whole array."""
+        message = error.diag.message_primary or first_line(error)
+        detail = error.diag.message_detail
+        if error.pgcode == ITEM_FAILED:
+            item = ITEM_DETAIL.match(detail or '')
+            if item:
+                detail = 'item %d of %d' % (offset + int(item.group(1)), total)
+            elif total > 1:
+                detail = 'item %d of %d' % (offset + 1, total)
+            self.fail(ITEM_FAILED, message, detail=detail)
+        if error.pgcode == UNAVAILABLE:
+            self.fail(UNAVAILABLE, message, detail=detail, hint=ENGINE_CHECK_HINT)
+        self.fail(UNAVAILABLE, 'engine at %s answered %s to %s: %s' % (s.wire, error.pgcode, op, message), hint=WIRE_CHECK_HINT)
+
+    def wire_connection(self, s, deadline):
+        if self.wire_conn is not None and self.wire_key == s.wire:
+            return self.wire_conn
+        self.wire_close()
+        pg = self.psycopg2()
+        mapping = self.mapping()
+        if not mapping.get('user') or not mapping.get('password'):
+            self.fail(CONFIG, 'option wire_url of the foreign server %s needs a user and password in the user mapping of the owner of the svc functions'
+                      % SERVER, hint=WIRE_MAPPING_HINT)
+        try:
+            self.wire_conn = pg.connect(s.wire, user=mapping['user'], password=mapping['password'], application_name='svc_bridge', async_=True)
+            self.wire_key = s.wire
+            self.wire_wait(self.wire_conn, deadline)
+        except pg.OperationalError as e:
+            self.wire_close()
+            text = str(e)
+            if 'password authentication failed' in text or 'no password supplied' in text:
+                self.fail(CONFIG, 'the engine refused the credentials of the user mapping for server %s' % SERVER,
+                          detail=text[text.find('password authentication failed'):].split('\n', 1)[0].strip() or None, hint=WIRE_MAPPING_HINT)
+            raise
+        return self.wire_conn
+
+    def wire_wait(self, conn, deadline):
+        """Until psycopg2 has finished the connection's current step (POLL_OK is 0, POLL_WRITE 2)."""
+        while True:
+            state = conn.poll()
+            if state == 0:
+                return
+            self.wait_for(conn.fileno(), deadline, state == 2)
+
+    def wire_close(self):
+        if self.wire_conn is not None:
+            try:
+                self.wire_conn.close()
+            except Exception:
+                pass
+        self.wire_conn = None
+        self.wire_key = None
 
     def fail(self, sqlstate, message, detail=None, hint=None):
         kwargs = {'sqlstate': sqlstate}
@@ -1594,6 +1765,16 @@ def header(head, name):
         return None
     start += len(name) + 3
     return head[start:head.find(b'\r\n', start)].strip()
+
+
+def b64(data):
+    """A text argument of a wire command: standard base64 of the UTF-8 bytes, "-" for the empty string."""
+    return base64.b64encode(data).decode('ascii') if data else '-'
+
+
+def first_line(error):
+    text = str(error).strip()
+    return text.split('\n', 1)[0].strip() or error.__class__.__name__
 
 
 def describe(error):
