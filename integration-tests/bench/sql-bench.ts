@@ -4,7 +4,9 @@
 //     server (PL/Python) or a dblink round trip to PostgreSQL itself (dblink);
 //   - the array form and the bulk procedure against the engine's own binary-frame batch rate (frames of
 //     svc.batch_size items POSTed from Node, one after another on one connection, as the bridge sends them);
-//   - pgcrypto's encrypt_iv per row over the same rows as the in-database reference.
+//   - pgcrypto's encrypt_iv per row over the same rows as the in-database reference;
+//   - the PL/Python bridge a second time, over the engine's wire endpoint (option wire_url, psycopg2), on a
+//     database of its own, its per-row figure in turn with the same floor.
 // Single-session figures and their floors are measured in turn, round by round, so a burst of other load
 // on a shared machine hits both alike. It ends with the ratios and their targets. A measurement, not a
 // test: it prints figures and asserts nothing.
@@ -29,6 +31,25 @@ const BATCH_SIZE = 1000;
 const KEY = "'\\x000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f'::bytea";
 const IV = "'\\x000102030405060708090a0b0c0d0e0f'::bytea";
 const BENCH_PG_PASSWORD = 'bench-only-password';
+/**
+ * Floor of the PL/Python per-row path: one raw-socket round trip per row (a few bytes out, the echo back)
+ * from PL/Python to a Node server, on a connection kept in GD as the bridge keeps its own.
+ */
+const ECHO_FUNCTION = `CREATE FUNCTION bench_echo(port int) RETURNS int LANGUAGE plpython3u AS $py$
+import socket
+s = GD.get('bench_echo')
+if s is None:
+    s = GD['bench_echo'] = socket.create_connection(('127.0.0.1', port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+s.sendall(b'ping')
+got = b''
+while len(got) < 4:
+    chunk = s.recv(16)
+    if not chunk:
+        raise RuntimeError('echo server closed the connection')
+    got += chunk
+return len(got)
+$py$`;
 
 interface Figure {
   name: string;
@@ -156,23 +177,7 @@ async function main(): Promise<void> {
       await c.query('CREATE EXTENSION IF NOT EXISTS pgcrypto');
       await c.query(`CREATE TABLE src (id int PRIMARY KEY, v text);
         INSERT INTO src SELECT g, 'user' || g || '@example.com' FROM generate_series(1, ${ROWS}) g; ANALYZE src;`);
-      // Floor of the PL/Python per-row path: one raw-socket round trip per row (a few bytes out, the echo
-      // back) from PL/Python to a Node server, on a connection kept in GD as the bridge keeps its own.
-      await c.query(`CREATE FUNCTION bench_echo(port int) RETURNS int LANGUAGE plpython3u AS $py$
-import socket
-s = GD.get('bench_echo')
-if s is None:
-    s = GD['bench_echo'] = socket.create_connection(('127.0.0.1', port))
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-s.sendall(b'ping')
-got = b''
-while len(got) < 4:
-    chunk = s.recv(16)
-    if not chunk:
-        raise RuntimeError('echo server closed the connection')
-    got += chunk
-return len(got)
-$py$`);
+      await c.query(ECHO_FUNCTION);
       plv8Available = (await c.query("SELECT 1 FROM pg_available_extensions WHERE name = 'plv8'")).rowCount === 1;
     });
     const perRow = (where: string) => `SELECT count(svc_encrypt(v, '${POLICIES.random}')) FROM src WHERE ${where}`;
@@ -203,6 +208,7 @@ $py$`);
         () => c.query('DROP TABLE IF EXISTS bulk; CREATE TABLE bulk AS SELECT * FROM src; ALTER TABLE bulk ADD PRIMARY KEY (id)'),
       ));
     });
+    for (const [key, figure] of await wireFigures(postgres.adminUrl, engine.url, pgPort, echo.port)) figures.set(key, figure);
     for (const [key, figure] of await dblinkFigures(postgres.adminUrl, pgPort)) figures.set(key, figure);
   } finally {
     echo.close();
@@ -233,6 +239,11 @@ $py$`);
   ratio(`PL/Python per row, ${SESSIONS} sessions / 1 session`, 'py.row8', 'py.row', 3);
   ratio('PL/Python array form / engine binary-frame batch', 'py.array', 'engine', 0.8);
   ratio('PL/Python bulk procedure / engine binary-frame batch', 'py.bulk', 'engine', 0.6);
+  ratio('PL/Python over the wire: per row / its floor', 'pw.row', 'pw.floor', 0.6);
+  ratio('PL/Python over the wire: per row / PL/Python over HTTP', 'pw.row', 'py.row');
+  ratio(`PL/Python over the wire: per row, ${SESSIONS} sessions / 1 session`, 'pw.row8', 'pw.row', 3);
+  ratio('PL/Python over the wire: array form / engine batch', 'pw.array', 'engine', 0.8);
+  ratio('PL/Python over the wire: bulk procedure / engine batch', 'pw.bulk', 'engine', 0.6);
   ratio('dblink per row / its floor', 'db.row', 'db.floor', 0.6);
   ratio('dblink per row / engine one-item requests from Node', 'db.row', 'engine.one');
   ratio(`dblink per row, ${SESSIONS} sessions / 1 session`, 'db.row8', 'db.row', 3);
@@ -240,6 +251,43 @@ $py$`);
   ratio('dblink bulk procedure / engine binary-frame batch', 'db.bulk', 'engine', 0.6);
   console.log(`(the floors' own ${SESSIONS}-session scaling, for comparison: PL/Python ` +
     `${(rate(figures.get('py.floor8') as Figure) / rate(figures.get('py.floor') as Figure)).toFixed(2)}x on ${cpus().length} cores)`);
+}
+
+/**
+ * The PL/Python bridge over the engine's wire endpoint (option wire_url, psycopg2) on a database of its own,
+ * its per-row figure measured in turn with the PL/Python floor (a raw-socket round trip to `echoPort`).
+ */
+async function wireFigures(adminUrl: string, engineUrl: string, pgPort: number, echoPort: number): Promise<Map<string, Figure>> {
+  const figures = new Map<string, Figure>();
+  const url = await createDatabase(adminUrl, 'svc_bench_wire');
+  await applyMigrations(url);
+  await setEngineServer(url, { url: engineUrl, wire: { url: `postgresql://127.0.0.1:${pgPort}/svc`, user: 'svc', password: BENCH_PG_PASSWORD } });
+  await withClient(url, async (c) => {
+    await c.query(`CREATE TABLE src (id int PRIMARY KEY, v text);
+      INSERT INTO src SELECT g, 'user' || g || '@example.com' FROM generate_series(1, ${ROWS}) g; ANALYZE src;`);
+  });
+  const perRow = (where: string) => `SELECT count(svc_encrypt(v, '${POLICIES.random}')) FROM src WHERE ${where}`;
+  const add = (key: string, name: string, rows: number, seconds: number) => figures.set(key, { name, rows, seconds });
+  await withClient(url, async (c) => {
+    await c.query(ECHO_FUNCTION);
+    await c.query(`SELECT svc_encrypt('warm', '${POLICIES.random}'), bench_echo(${echoPort})`);
+    const seconds = await bestInTurn(new Map<string, () => Promise<unknown>>([
+      ['pw.floor', () => c.query(`SELECT count(bench_echo(${echoPort})) FROM src WHERE id <= ${PER_ROW_ROWS}`)],
+      ['pw.row', () => c.query(perRow(`id <= ${PER_ROW_ROWS}`))],
+    ]));
+    add('pw.floor', 'floor: PL/Python raw-socket round trip (wire database)', PER_ROW_ROWS, seconds.get('pw.floor') as number);
+    add('pw.row', 'PL/Python over the wire: svc_encrypt per row', PER_ROW_ROWS, seconds.get('pw.row') as number);
+    add('pw.array', 'PL/Python over the wire: svc_encrypt(text[])', ROWS, await best(() =>
+      c.query(`SELECT cardinality(svc_encrypt(array_agg(v), '${POLICIES.random}')) FROM src`)));
+  });
+  add('pw.row8', `PL/Python over the wire: per row, ${SESSIONS} sessions`, PER_ROW_ROWS, await inSessions(url, perRow));
+  await withClient(url, async (c) => {
+    add('pw.bulk', 'PL/Python over the wire: svc_encrypt_column', ROWS, await best(
+      () => c.query(`CALL svc_encrypt_column('bulk', 'v', '${POLICIES.random}', 10000)`),
+      () => c.query('DROP TABLE IF EXISTS bulk; CREATE TABLE bulk AS SELECT * FROM src; ALTER TABLE bulk ADD PRIMARY KEY (id)'),
+    ));
+  });
+  return figures;
 }
 
 /** The dblink bridge on a database of its own, through the engine's wire endpoint on `pgPort`. */
