@@ -75,8 +75,11 @@ function* assemble(bytes: Buffer, container: JsonContainer, parse: (text: string
       const value = yield* assemble(bytes, member, parse, secure);
       if (!blank(bytes, member.close + 1, to)) throw new SyntaxError();
       if (object) {
-        const keys = Object.keys(parse(`{${bytes.toString('utf8', from, member.open)}0}`) as object);
-        if (keys.length !== 1) throw new SyntaxError();
+        // `"key":` and a placeholder: null, because a digit would merge with a number left before the
+        // container (`"key":1{…}` would read as `"key":10`).
+        const head = parse(`{${bytes.toString('utf8', from, member.open)}null}`) as Record<string, unknown>;
+        const keys = Object.keys(head);
+        if (keys.length !== 1 || head[keys[0] as string] !== null) throw new SyntaxError();
         const key = keys[0] as string;
         if (secure && key === 'constructor' && Object.hasOwn(value as object, 'prototype')) throw new SyntaxError();
         fields[key] = value;
