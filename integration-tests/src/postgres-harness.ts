@@ -144,14 +144,31 @@ export function findPostgresBinDir(): string | undefined {
   }
 }
 
+/**
+ * A port that was free a moment ago, for a server a test starts next. Chosen at random below the kernel's
+ * ephemeral range (32768 and up on Linux): a port the kernel picked for listen(0) goes back to that range
+ * when it is closed, where any outgoing connection of the parallel test files may take it before the
+ * server binds it (an engine failing with EADDRINUSE).
+ */
 export async function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if ((await tryListen(port)) !== undefined) return port;
+  }
+  const port = await tryListen(0);
+  if (port === undefined) throw new Error('no free port');
+  return port;
+}
+
+/** Listens on 127.0.0.1:`port` and closes again: the port bound, or undefined when it is taken. */
+function tryListen(port: number): Promise<number | undefined> {
+  return new Promise((done) => {
     const server = createServer();
     server.unref();
-    server.on('error', fail);
-    server.listen(0, '127.0.0.1', () => {
+    server.on('error', () => done(undefined));
+    server.listen(port, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? done(address.port) : fail(new Error('no port'))));
+      server.close(() => done(typeof address === 'object' && address ? address.port : undefined));
     });
   });
 }
