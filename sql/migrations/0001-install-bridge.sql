@@ -1058,16 +1058,17 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_array(text, text, text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:fe3bc7268c19')
+  py_prelude := replace($py$b = GD.get('svc_bridge:a7c1adb107fb')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:fe3bc7268c19'] = m.Bridge(plpy)
+    b = GD['svc_bridge:a7c1adb107fb'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into binary-frame
-# requests to the engine's batch endpoints (docs/binary-frame.md). It is loaded once per backend (the
-# generated SQL executes this source and keeps the Bridge in GD), keeps one keep-alive HTTP connection per
+# requests to the engine's batch endpoints (docs/binary-frame.md), or, with the server option wire_url, into
+# commands on the engine's PostgreSQL wire endpoint (docs/pgwire.md). It is loaded once per backend (the
+# generated SQL executes this source and keeps the Bridge in GD), keeps one keep-alive connection per
 # backend, reopens it once when a reused connection turns out to be broken, and reports every failure as an
 # SQL error with a documented SQLSTATE (docs/sql.md). It never puts data values into messages.
 #
@@ -1143,7 +1144,6 @@ WIRE_CHECK_HINT = 'Check that the engine runs with SVC_PG_PORT set and that opti
 ITEM_DETAIL = re.compile(r'^item ([0-9]+) of [0-9]+$')
 # Connection states after which the wire connection is dropped (and a reused one reopened once).
 WIRE_BROKEN = ('57P01', '57P02', '57P03', '57P05')
-
 
 
 class Unavailable(Exception):
