@@ -224,46 +224,48 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
 DECLARE
   batch integer := @S@.svc__dblink_setting('svc.batch_size', 1000, 10000);
   out text[] := data;
-  parts text[] := '{}';
-  pos integer[] := '{}';
+  args text[];
+  pos integer[];
   res text[];
-  n integer := 0;
-  chars bigint := 0;
-  done integer := 0;
   total integer;
-  e text;
-  idx integer;
+  lo integer := 1;
+  hi integer;
+  last integer;
+  chars bigint;
+  command text;
   k integer;
 BEGIN
   IF pg_catalog.array_ndims(data) IS NULL THEN RETURN data; END IF;
   IF pg_catalog.array_ndims(data) > 1 THEN
     RAISE EXCEPTION '%: only one-dimensional arrays are supported', op USING ERRCODE = '2202E';
   END IF;
-  SELECT pg_catalog.count(*) INTO total FROM pg_catalog.unnest(data) AS u(v) WHERE u.v IS NOT NULL;
-  FOR idx IN pg_catalog.array_lower(data, 1) .. pg_catalog.array_upper(data, 1) + 1 LOOP
-    IF idx <= pg_catalog.array_upper(data, 1) THEN
-      CONTINUE WHEN data[idx] IS NULL;
-      e := coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data[idx], 'UTF8'), 'base64'), ''), '-');
-    END IF;
-    IF n > 0 AND (idx > pg_catalog.array_upper(data, 1) OR n >= batch OR chars + pg_catalog.length(e) > 8388608) THEN
-      res := @S@.svc__dblink_many(op, head || ' ' || pg_catalog.array_to_string(parts, ' '), done, total);
-      IF coalesce(pg_catalog.cardinality(res), 0) <> n THEN
-        RAISE EXCEPTION '%: the engine answered % values for %', op, coalesce(pg_catalog.cardinality(res), 0), n USING ERRCODE = 'SV002';
-      END IF;
-      FOR k IN 1 .. n LOOP
-        out[pos[k]] := res[k];
+  -- ORDER BY the ordinality costs no sort (the planner knows unnest yields it in order).
+  args := ARRAY(SELECT coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(u.v, 'UTF8'), 'base64'), ''), '-') FROM pg_catalog.unnest(data) WITH ORDINALITY AS u(v, o) WHERE u.v IS NOT NULL ORDER BY u.o);
+  pos := ARRAY(SELECT (u.o + pg_catalog.array_lower(data, 1) - 1)::integer
+                 FROM pg_catalog.unnest(data) WITH ORDINALITY AS u(v, o) WHERE u.v IS NOT NULL ORDER BY u.o);
+  total := pg_catalog.cardinality(args);
+  WHILE lo <= total LOOP
+    last := least(lo + batch - 1, total);
+    hi := last;
+    command := pg_catalog.array_to_string(args[lo:hi], ' ');
+    IF hi > lo AND pg_catalog.octet_length(command) > 8388608 THEN
+      -- Values too large for a full chunk in one command: as many as fit, at least one.
+      hi := lo;
+      chars := pg_catalog.octet_length(args[lo]);
+      WHILE hi < last AND chars + 1 + pg_catalog.octet_length(args[hi + 1]) <= 8388608 LOOP
+        hi := hi + 1;
+        chars := chars + 1 + pg_catalog.octet_length(args[hi]);
       END LOOP;
-      done := done + n;
-      parts := '{}';
-      pos := '{}';
-      n := 0;
-      chars := 0;
+      command := pg_catalog.array_to_string(args[lo:hi], ' ');
     END IF;
-    EXIT WHEN idx > pg_catalog.array_upper(data, 1);
-    n := n + 1;
-    parts[n] := e;
-    pos[n] := idx;
-    chars := chars + pg_catalog.length(e) + 1;
+    res := @S@.svc__dblink_many(op, head || ' ' || command, lo - 1, total);
+    IF coalesce(pg_catalog.cardinality(res), 0) <> hi - lo + 1 THEN
+      RAISE EXCEPTION '%: the engine answered % values for %', op, coalesce(pg_catalog.cardinality(res), 0), hi - lo + 1 USING ERRCODE = 'SV002';
+    END IF;
+    FOR k IN lo .. hi LOOP
+      out[pos[k]] := res[k - lo + 1];
+    END LOOP;
+    lo := hi + 1;
   END LOOP;
   RETURN out;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
