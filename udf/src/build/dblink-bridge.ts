@@ -59,7 +59,7 @@ const b64 = (expr: string) => `coalesce(nullif(pg_catalog.encode(pg_catalog.conv
 const C = `'${CONNECTION_NAME}'`;
 const C2 = `'${SECOND_CONNECTION_NAME}'`;
 
-/** Reads svc.timeout_ms into timeout_ms (declared with ROUND_TRIP_DECLARE), inline for the common values. */
+/** Reads svc.timeout_ms into timeout_ms (declared with WAIT_DECLARE), inline for the common values. */
 const READ_TIMEOUT = `
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
   timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
@@ -107,7 +107,7 @@ function waitForAnswer(conn: string, onTimeout: readonly string[], indent: strin
  * svc.timeout_ms. A cancel or statement_timeout during the wait closes the connection, so the answer
  * still on its way is never read as another call's (and the next call need not find a busy connection).
  */
-function roundTrip(fetch: string, offset = '0', total = '1'): string {
+function roundTrip(fetch: string): string {
   return `${READ_TIMEOUT}
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce(${C} = ANY (@D@.dblink_get_connections()), false) THEN
@@ -135,7 +135,7 @@ ${waitForAnswer(C, [
       WHEN OTHERS THEN
         GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
     END;
-    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, ${offset}, ${total});
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
   END LOOP;
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server ${SERVER_NAME} did not answer within svc.timeout_ms (% ms)', op, timeout_ms
