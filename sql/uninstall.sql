@@ -63,12 +63,13 @@ BEGIN
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__health(text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__engine_info(text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_setting(text, integer, integer)', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_connect(text, text)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_connect(text)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_failed(text, text, text, text, text, integer, integer, integer)', target_schema);
-  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_many(text, text, integer, integer)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_array(text, text, text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_one(text, text)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_send(text, text)', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_many(text, text, integer, integer)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__raise(text, text, text, text)', target_schema);
   -- The server svc_engine is the DBA's (it may serve an install in another schema): it stays, and with
   -- it the wrapper it needs; an unused wrapper goes.

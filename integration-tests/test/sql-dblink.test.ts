@@ -188,6 +188,29 @@ describe('the dblink bridge as an ordinary role', () => {
     });
   });
 
+  it('keeps order and NULLs across many chunks two at a time, and an error in a middle chunk leaves the next calls working', async () => {
+    await asApp(async (c) => {
+      await c.query("SET svc.batch_size = '2'");
+      const values = Array.from({ length: 23 }, (_, i) => (i % 5 === 3 ? null : `v${i}`));
+      const enc = (await c.query<Row>('SELECT svc_encrypt($1::text[], $2) AS v', [values, POLICIES.random])).rows[0]?.v as (string | null)[];
+      expect(enc.map((v) => (v === null ? null : CIPHERTEXT.test(v)))).toEqual(values.map((v) => (v === null ? null : true)));
+      expect((await c.query<Row>('SELECT svc_decrypt($1::text[]) AS v', [enc])).rows[0]?.v).toEqual(values);
+      // The lower bound of the array is kept.
+      expect((await c.query<Row>("SELECT svc_decrypt(svc_encrypt('[0:2]={a,NULL,b}'::text[], $1))::text AS v", [POLICIES.random])).rows[0]?.v)
+        .toBe('[0:2]={a,NULL,b}');
+      // Item 7 of the non-NULL values is bad: its chunk fails while the next one is already with the engine.
+      const nonNull = enc.filter((v): v is string => v !== null);
+      const tampered = [...nonNull.slice(0, 6), 'hub:PII_EMAIL:AAAA', ...nonNull.slice(7)];
+      const bad = await failure(c.query('SELECT svc_decrypt($1::text[])', [tampered]));
+      expect(bad.code).toBe('SV001');
+      expect(bad.message).toMatch(/^svc_decrypt: /);
+      expect(bad.detail).toBe(`item 7 of ${nonNull.length}`);
+      // No half-read answer is left behind: the next calls get their own answers.
+      expect((await c.query<Row>('SELECT svc_decrypt($1::text[]) AS v', [nonNull])).rows[0]?.v).toEqual(values.filter((v) => v !== null));
+      expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', ['one', POLICIES.random])).rows[0]?.v).toBe('one');
+    });
+  });
+
   it('encrypts and decrypts a column in place with the bulk procedures', async () => {
     await asApp(async (c) => {
       await c.query('TRUNCATE customers');
@@ -227,10 +250,16 @@ describe('the dblink bridge as an ordinary role', () => {
 describe('failures', () => {
   it('reconnects once when the engine restarted in mid-session', async () => {
     await asApp(async (c) => {
+      await c.query("SET svc.batch_size = '2'");
       const before = (await c.query<Row>('SELECT svc_encrypt($1, $2) AS v', ['before', POLICIES.random])).rows[0]?.v;
+      // An array of several chunks opens both of the array forms' connections.
+      const many = ['m1', 'm2', 'm3', 'm4', 'm5'];
+      const manyEnc = (await c.query<Row>('SELECT svc_encrypt($1::text[], $2) AS v', [many, POLICIES.random])).rows[0]?.v;
       await restartEngine();
       const after = (await c.query<Row>('SELECT svc_decrypt($1) AS a, svc_decrypt(svc_encrypt($2, $3)) AS b', [before, 'after', POLICIES.random])).rows[0];
       expect(after).toEqual({ a: 'before', b: 'after' });
+      await restartEngine();
+      expect((await c.query<Row>('SELECT svc_decrypt($1::text[]) AS v', [manyEnc])).rows[0]?.v).toEqual(many);
     });
   });
 
@@ -283,12 +312,53 @@ describe('failures', () => {
         proxy.stall(false);
         await c.query('RESET statement_timeout');
         await warm('after a cancel');
+
+        // The array forms, two chunks in flight: the same, and neither connection is reused half-read.
+        const many = ['a1', 'a2', 'a3', 'a4', 'a5', 'a6', 'a7'];
+        const warmMany = async () =>
+          expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1::text[], $2)) AS v', [many, POLICIES.random])).rows[0]?.v).toEqual(many);
+        await c.query("SET svc.batch_size = '2'");
+        await warmMany();
+        proxy.stall(true);
+        await c.query("SET svc.timeout_ms = '500'");
+        const hungMany = await failure(c.query('SELECT svc_encrypt($1::text[], $2)', [many, POLICIES.random]));
+        expect(hungMany.code).toBe('SV002');
+        expect(hungMany.message).toBe('svc_encrypt: engine at foreign server svc_engine did not answer within svc.timeout_ms (500 ms)');
+        proxy.stall(false);
+        await warmMany();
+        proxy.stall(true);
+        await c.query("SET svc.timeout_ms = '60000'; SET statement_timeout = '300ms'");
+        expect((await failure(c.query('SELECT svc_encrypt($1::text[], $2)', [many, POLICIES.random]))).code).toBe('57014');
+        proxy.stall(false);
+        await c.query('RESET statement_timeout');
+        await warmMany();
+        await warm('after the arrays');
         expect((await c.query<Row>('SELECT count(*)::int AS n FROM audit_copy')).rows[0]?.n).toBe(0);
       });
     } finally {
       proxy.stall(false);
       await asAdmin((c) => c.query(`ALTER SERVER svc_engine OPTIONS (SET port '${engine.pgPort}', DROP connect_timeout)`));
       await proxy.close();
+    }
+  });
+
+  it('sends an array over one connection when the engine refuses a second', async () => {
+    const pgPort = await freePort();
+    const small = await startEngine({
+      bootstrap: testBootstrap(),
+      env: { SVC_PG_PORT: String(pgPort), SVC_PG_USER: 'svc', SVC_PG_PASSWORD: ENGINE_PASSWORD, SVC_PG_MAX_CONNECTIONS: '1' },
+    });
+    await asAdmin((c) => c.query(`ALTER SERVER svc_engine OPTIONS (SET port '${pgPort}')`));
+    try {
+      await asApp(async (c) => {
+        await c.query("SET svc.batch_size = '2'");
+        const values = ['s1', null, 's2', 's3', 's4', 's5'];
+        expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1::text[], $2)) AS v', [values, POLICIES.random])).rows[0]?.v).toEqual(values);
+        expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', ['one', POLICIES.random])).rows[0]?.v).toBe('one');
+      });
+    } finally {
+      await asAdmin((c) => c.query(`ALTER SERVER svc_engine OPTIONS (SET port '${engine.pgPort}')`));
+      await small.dispose();
     }
   });
 
@@ -335,7 +405,7 @@ describe('the engine address belongs to the DBA', () => {
         }
         // The internal functions: not executable, and none takes an address.
         for (const statement of [
-          'SELECT svc__dblink_many(\'svc_encrypt\', \'svc_health\', 0, 1)',
+          'SELECT svc__dblink_connect(\'svc_encrypt\', \'svc_engine_2\')',
           'SELECT svc__dblink_array(\'svc_encrypt\', \'svc_decrypt_many\', ARRAY[\'x\'])',
           'SELECT svc__dblink_connect(\'svc_encrypt\')',
           'SELECT svc__dblink_setting(\'svc.timeout_ms\', 1, 2)',

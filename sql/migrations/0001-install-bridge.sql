@@ -99,6 +99,7 @@ $body$$f$, target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__engine_info(text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_setting(name text, fallback integer, max integer) RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE  AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
@@ -116,7 +117,7 @@ BEGIN
   RETURN n::integer;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_setting(text, integer, integer) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_connect(op text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE  AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_connect(op text, conn text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE  AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   st text;
@@ -128,7 +129,7 @@ BEGIN
       HINT = 'CREATE SERVER svc_engine FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host ..., port ..., dbname ''svc''), and a user mapping; see docs/sql.md.';
   END IF;
   BEGIN
-    PERFORM @D@.dblink_connect('svc_engine', 'svc_engine');
+    PERFORM @D@.dblink_connect(conn, 'svc_engine');
   EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL;
     IF msg LIKE '%user mapping%' OR det LIKE '%password authentication failed%' OR msg LIKE '%password is required%'
@@ -142,6 +143,12 @@ BEGIN
       HINT = 'Check that the engine runs with SVC_PG_PORT set and that the server options (host, port) point at it.';
   END;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_connect(text, text) FROM PUBLIC', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_connect(op text) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE  AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  PERFORM @S@.svc__dblink_connect(op, 'svc_engine');
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_connect(text) FROM PUBLIC', target_schema);
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_failed(op text, st text, msg text, det text, hnt text, attempt integer, item_offset integer, total integer) RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE  AS %2$L',
       target_schema, replace(replace($dl$
@@ -153,11 +160,13 @@ BEGIN
     IF attempt = 1 THEN RETURN; END IF;
     RAISE EXCEPTION '%: engine at foreign server svc_engine is unreachable', op USING ERRCODE = 'SV002', DETAIL = msg;
   END IF;
-  BEGIN
-    PERFORM FROM @D@.dblink_get_result('svc_engine', false) AS t(data text);
-  EXCEPTION WHEN OTHERS THEN
-    PERFORM @D@.dblink_disconnect('svc_engine') WHERE 'svc_engine' = ANY (@D@.dblink_get_connections());
-  END;
+  IF 'svc_engine' = ANY (@D@.dblink_get_connections()) THEN
+    BEGIN
+      PERFORM FROM @D@.dblink_get_result('svc_engine', false) AS t(data text);
+    EXCEPTION WHEN OTHERS THEN
+      PERFORM @D@.dblink_disconnect('svc_engine');
+    END;
+  END IF;
   item := pg_catalog.regexp_match(coalesce(det, ''), '^item ([0-9]+) of [0-9]+$');
   IF item IS NOT NULL THEN
     det := pg_catalog.format('item %s of %s', item_offset + item[1]::integer, total);
@@ -167,10 +176,28 @@ BEGIN
   RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = coalesce(det, ''), HINT = coalesce(hnt, '');
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_failed(text, text, text, text, text, integer, integer, integer) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_many(op text, command text, item_offset integer, total integer) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE  AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_array(op text, head text, data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE  AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
-  result text[];
+  batch integer := @S@.svc__dblink_setting('svc.batch_size', 1000, 10000);
+  conns constant text[] := ARRAY['svc_engine', 'svc_engine_2'];
+  out text[] := data;
+  args text[];
+  pos integer[];
+  res text[];
+  total integer;
+  todo integer := 1;
+  sent_lo integer[] := '{NULL,NULL}';
+  sent_hi integer[] := '{NULL,NULL}';
+  slot integer;
+  hi integer;
+  cap integer;
+  chars bigint;
+  command text;
+  one_connection boolean := false;
+  resume integer;
+  retried integer;
+  k integer;
   st text;
   msg text;
   det text;
@@ -179,109 +206,109 @@ DECLARE
   timeout_ms integer;
   started timestamptz;
   spin_until timestamptz;
-  timed_out boolean := false;
 BEGIN
+  IF pg_catalog.array_ndims(data) IS NULL THEN RETURN data; END IF;
+  IF pg_catalog.array_ndims(data) > 1 THEN
+    RAISE EXCEPTION '%: only one-dimensional arrays are supported', op USING ERRCODE = '2202E';
+  END IF;
+  -- ORDER BY the ordinality costs no sort (the planner knows unnest yields it in order).
+  args := ARRAY(SELECT coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(u.v, 'UTF8'), 'base64'), ''), '-') FROM pg_catalog.unnest(data) WITH ORDINALITY AS u(v, o) WHERE u.v IS NOT NULL ORDER BY u.o);
+  pos := ARRAY(SELECT (u.o + pg_catalog.array_lower(data, 1) - 1)::integer
+                 FROM pg_catalog.unnest(data) WITH ORDINALITY AS u(v, o) WHERE u.v IS NOT NULL ORDER BY u.o);
+  total := pg_catalog.cardinality(args);
+  IF total = 0 THEN RETURN out; END IF;
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
   timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
   END IF;
-  FOR attempt IN 1..2 LOOP
-    IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
-      PERFORM @S@.svc__dblink_connect(op);
-    END IF;
+  LOOP
     BEGIN
-      IF @D@.dblink_send_query('svc_engine', command) <> 1 THEN
-        -- The connection broke while idle: handled as a broken connection below (one new connection).
-        RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
-      END IF;
-      started := pg_catalog.clock_timestamp();
-      spin_until := started + interval '0.5 milliseconds';
-      WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
-        IF pg_catalog.clock_timestamp() > spin_until THEN
-          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
-            -- The answer may still come; closing the connection makes sure it is never read as another's.
-            PERFORM @D@.dblink_disconnect('svc_engine');
-            timed_out := true;
-            EXIT;
+      LOOP
+        -- Each idle connection sends the next chunk, args todo .. hi (todo: the first value not yet sent).
+        FOR s IN 1..2 LOOP
+          CONTINUE WHEN sent_lo[s] IS NOT NULL OR todo > total OR (s = 2 AND one_connection);
+          IF NOT coalesce(conns[s] = ANY (@D@.dblink_get_connections()), false) THEN
+            IF s = 1 THEN
+              PERFORM @S@.svc__dblink_connect(op, conns[s]);
+            ELSE
+              BEGIN
+                PERFORM @S@.svc__dblink_connect(op, conns[s]);
+              EXCEPTION WHEN OTHERS THEN
+                one_connection := true;
+                CONTINUE;
+              END;
+            END IF;
           END IF;
-          PERFORM pg_catalog.pg_sleep(0.001);
-          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
-          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
-          FOR poll IN 1..16 LOOP
-            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
-          END LOOP;
+          cap := least(todo + batch - 1, total);
+          hi := cap;
+          command := pg_catalog.array_to_string(args[todo:hi], ' ');
+          IF hi > todo AND pg_catalog.octet_length(command) > 8388608 THEN
+            -- Values too large for a full chunk in one command: as many as fit, at least one.
+            hi := todo;
+            chars := pg_catalog.octet_length(args[todo]);
+            WHILE hi < cap AND chars + 1 + pg_catalog.octet_length(args[hi + 1]) <= 8388608 LOOP
+              hi := hi + 1;
+              chars := chars + 1 + pg_catalog.octet_length(args[hi]);
+            END LOOP;
+            command := pg_catalog.array_to_string(args[todo:hi], ' ');
+          END IF;
+          IF @D@.dblink_send_query(conns[s], head || ' ' || command) <> 1 THEN
+            RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
+          END IF;
+          sent_lo[s] := todo;
+          sent_hi[s] := hi;
+          todo := hi + 1;
+        END LOOP;
+        -- The answer to the oldest chunk in flight, if any.
+        slot := CASE WHEN sent_lo[2] IS NULL OR sent_lo[1] < sent_lo[2] THEN 1 ELSE 2 END;
+        EXIT WHEN sent_lo[slot] IS NULL;
+        started := pg_catalog.clock_timestamp();
+        spin_until := started + interval '0.5 milliseconds';
+        WHILE @D@.dblink_is_busy(conns[slot]) = 1 LOOP
+          IF pg_catalog.clock_timestamp() > spin_until THEN
+            IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+              RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
+                USING ERRCODE = 'SV002';
+            END IF;
+            PERFORM pg_catalog.pg_sleep(0.001);
+            -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+            -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+            FOR poll IN 1..16 LOOP
+              EXIT WHEN @D@.dblink_is_busy(conns[slot]) = 0;
+            END LOOP;
+          END IF;
+        END LOOP;
+        SELECT pg_catalog.array_agg(t.data ORDER BY t.i) INTO res
+        FROM ROWS FROM (@D@.dblink_get_result(conns[slot]) AS (i integer, data text), @D@.dblink_get_result(conns[slot]) AS (end_of_answer text)) AS t;
+        IF coalesce(pg_catalog.cardinality(res), 0) <> sent_hi[slot] - sent_lo[slot] + 1 THEN
+          RAISE EXCEPTION '%: the engine answered % values for %', op, coalesce(pg_catalog.cardinality(res), 0), sent_hi[slot] - sent_lo[slot] + 1
+            USING ERRCODE = 'SV002';
         END IF;
+        FOR k IN sent_lo[slot] .. sent_hi[slot] LOOP
+          out[pos[k]] := res[k - sent_lo[slot] + 1];
+        END LOOP;
+        sent_lo[slot] := NULL;
       END LOOP;
-      EXIT WHEN timed_out;
-      -- The second function returns no row: it takes the end of the answer, so the connection is free again.
-      SELECT pg_catalog.array_agg(t.data ORDER BY t.i) INTO result
-        FROM ROWS FROM (@D@.dblink_get_result('svc_engine') AS (i integer, data text), @D@.dblink_get_result('svc_engine') AS (end_of_answer text)) AS t;
-      EXIT;
+      RETURN out;
     EXCEPTION
       WHEN query_canceled THEN
-        PERFORM @D@.dblink_disconnect('svc_engine') WHERE 'svc_engine' = ANY (@D@.dblink_get_connections());
+        PERFORM @D@.dblink_disconnect(c) FROM pg_catalog.unnest(conns) AS c WHERE c = ANY (@D@.dblink_get_connections());
         RAISE;
       WHEN OTHERS THEN
         GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
     END;
-    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, item_offset, total);
+    PERFORM @D@.dblink_disconnect(c) FROM pg_catalog.unnest(conns) AS c WHERE c = ANY (@D@.dblink_get_connections());
+    -- Everything before resume is placed. A broken connection returns here once per resume point (the
+    -- retry of one chunk); anything else is raised, an engine error counted from the chunk it came from.
+    resume := least(sent_lo[1], sent_lo[2], todo);
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, CASE WHEN retried IS DISTINCT FROM resume THEN 1 ELSE 2 END,
+      coalesce(sent_lo[slot], resume) - 1, total);
+    retried := resume;
+    todo := resume;
+    sent_lo := '{NULL,NULL}';
   END LOOP;
-  IF timed_out THEN
-    RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
-      USING ERRCODE = 'SV002';
-  END IF;
-  RETURN result;
-END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
-    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_many(text, text, integer, integer) FROM PUBLIC', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_array(op text, head text, data text[]) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE  AS %2$L',
-      target_schema, replace(replace($dl$
-DECLARE
-  batch integer := @S@.svc__dblink_setting('svc.batch_size', 1000, 10000);
-  out text[] := data;
-  parts text[] := '{}';
-  pos integer[] := '{}';
-  res text[];
-  n integer := 0;
-  chars bigint := 0;
-  done integer := 0;
-  total integer;
-  e text;
-  idx integer;
-  k integer;
-BEGIN
-  IF pg_catalog.array_ndims(data) IS NULL THEN RETURN data; END IF;
-  IF pg_catalog.array_ndims(data) > 1 THEN
-    RAISE EXCEPTION '%: only one-dimensional arrays are supported', op USING ERRCODE = '2202E';
-  END IF;
-  SELECT pg_catalog.count(*) INTO total FROM pg_catalog.unnest(data) AS u(v) WHERE u.v IS NOT NULL;
-  FOR idx IN pg_catalog.array_lower(data, 1) .. pg_catalog.array_upper(data, 1) + 1 LOOP
-    IF idx <= pg_catalog.array_upper(data, 1) THEN
-      CONTINUE WHEN data[idx] IS NULL;
-      e := coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data[idx], 'UTF8'), 'base64'), ''), '-');
-    END IF;
-    IF n > 0 AND (idx > pg_catalog.array_upper(data, 1) OR n >= batch OR chars + pg_catalog.length(e) > 8388608) THEN
-      res := @S@.svc__dblink_many(op, head || ' ' || pg_catalog.array_to_string(parts, ' '), done, total);
-      IF coalesce(pg_catalog.cardinality(res), 0) <> n THEN
-        RAISE EXCEPTION '%: the engine answered % values for %', op, coalesce(pg_catalog.cardinality(res), 0), n USING ERRCODE = 'SV002';
-      END IF;
-      FOR k IN 1 .. n LOOP
-        out[pos[k]] := res[k];
-      END LOOP;
-      done := done + n;
-      parts := '{}';
-      pos := '{}';
-      n := 0;
-      chars := 0;
-    END IF;
-    EXIT WHEN idx > pg_catalog.array_upper(data, 1);
-    n := n + 1;
-    parts[n] := e;
-    pos[n] := idx;
-    chars := chars + pg_catalog.length(e) + 1;
-  END LOOP;
-  RETURN out;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_array(text, text, text[]) FROM PUBLIC', target_schema);
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
@@ -1052,12 +1079,13 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     END LOOP;
   ELSE
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_setting(text, integer, integer)', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_connect(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_connect(text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_failed(text, text, text, text, text, integer, integer, integer)', target_schema);
-    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_array(text, text, text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
   py_prelude := replace($py$b = GD.get('svc_bridge:a7c1adb107fb')
 if b is None:
     import base64, types

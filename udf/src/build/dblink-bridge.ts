@@ -14,6 +14,11 @@ import { FUNCTIONS, IMPLS, ROLE, SERVER_NAME } from './sql-surface.js';
 export { SERVER_NAME };
 /** The dblink connection the bridge keeps open per session. */
 export const CONNECTION_NAME = 'svc_engine';
+/**
+ * The second connection of the array forms: one chunk goes out on it while the answer to the one before is
+ * read on the first, so the engine works while the backend places results.
+ */
+export const SECOND_CONNECTION_NAME = 'svc_engine_2';
 /** Largest command text one round trip sends (the engine's default message limit is 32 MiB). */
 export const MAX_COMMAND_CHARS = 8 * 1024 * 1024;
 /** How long the wait for an answer polls without sleeping, in milliseconds. */
@@ -27,20 +32,21 @@ const POLL_BURST = 16;
 /** The internal functions (never executable by PUBLIC or svc_user), for the grants and the uninstall. */
 export const DBLINK_INTERNALS: ReadonlyArray<{ name: string; identity: string }> = [
   { name: 'svc__dblink_setting', identity: 'text, integer, integer' },
+  { name: 'svc__dblink_connect', identity: 'text, text' },
   { name: 'svc__dblink_connect', identity: 'text' },
   { name: 'svc__dblink_failed', identity: 'text, text, text, text, text, integer, integer, integer' },
-  { name: 'svc__dblink_many', identity: 'text, text, integer, integer' },
   { name: 'svc__dblink_array', identity: 'text, text, text[]' },
 ];
 
 /**
  * Internal functions of earlier versions, dropped by the install (a re-apply, an extension upgrade, a
  * change of bridge) and by the uninstall: the one-value path and the send-and-wait now run inline in the
- * public functions.
+ * public functions, and the array forms' chunks now run in svc__dblink_array.
  */
 export const DBLINK_OBSOLETE: ReadonlyArray<{ name: string; identity: string }> = [
   { name: 'svc__dblink_one', identity: 'text, text' },
   { name: 'svc__dblink_send', identity: 'text, text' },
+  { name: 'svc__dblink_many', identity: 'text, text, integer, integer' },
 ];
 
 /** A function present in every version of the dblink bridge: how the install and uninstall recognise one. */
@@ -51,6 +57,42 @@ const b64 = (expr: string) => `coalesce(nullif(pg_catalog.encode(pg_catalog.conv
 
 // In the bodies below @S@ is the bridge's schema and @D@ dblink's, both quoted at install time.
 const C = `'${CONNECTION_NAME}'`;
+const C2 = `'${SECOND_CONNECTION_NAME}'`;
+
+/** Reads svc.timeout_ms into timeout_ms (declared with WAIT_DECLARE), inline for the common values. */
+const READ_TIMEOUT = `
+  setting := pg_catalog.current_setting('svc.timeout_ms', true);
+  timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
+  IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
+    -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
+    timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;`;
+
+/**
+ * The wait for an answer on `conn` (see roundTrip), indented by `indent`; `onTimeout`: the statements run
+ * when svc.timeout_ms has passed.
+ */
+function waitForAnswer(conn: string, onTimeout: readonly string[], indent: string): string {
+  return [
+    'started := pg_catalog.clock_timestamp();',
+    `spin_until := started + interval '${SPIN_MS} milliseconds';`,
+    `WHILE @D@.dblink_is_busy(${conn}) = 1 LOOP`,
+    '  IF pg_catalog.clock_timestamp() > spin_until THEN',
+    "    IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN",
+    ...onTimeout.map((line) => `      ${line}`),
+    '    END IF;',
+    '    PERFORM pg_catalog.pg_sleep(0.001);',
+    '    -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:',
+    '    -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.',
+    `    FOR poll IN 1..${POLL_BURST} LOOP`,
+    `      EXIT WHEN @D@.dblink_is_busy(${conn}) = 0;`,
+    '    END LOOP;',
+    '  END IF;',
+    'END LOOP;',
+  ]
+    .map((line) => indent + line)
+    .join('\n');
+}
 
 /**
  * One round trip, inline in the function that needs it (no nested calls on the per-row path): open the
@@ -65,14 +107,8 @@ const C = `'${CONNECTION_NAME}'`;
  * svc.timeout_ms. A cancel or statement_timeout during the wait closes the connection, so the answer
  * still on its way is never read as another call's (and the next call need not find a busy connection).
  */
-function roundTrip(fetch: string, offset = '0', total = '1'): string {
-  return `
-  setting := pg_catalog.current_setting('svc.timeout_ms', true);
-  timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
-  IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
-    -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
-    timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
-  END IF;
+function roundTrip(fetch: string): string {
+  return `${READ_TIMEOUT}
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce(${C} = ANY (@D@.dblink_get_connections()), false) THEN
       PERFORM @S@.svc__dblink_connect(op);
@@ -82,24 +118,12 @@ function roundTrip(fetch: string, offset = '0', total = '1'): string {
         -- The connection broke while idle: handled as a broken connection below (one new connection).
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
-      started := pg_catalog.clock_timestamp();
-      spin_until := started + interval '${SPIN_MS} milliseconds';
-      WHILE @D@.dblink_is_busy(${C}) = 1 LOOP
-        IF pg_catalog.clock_timestamp() > spin_until THEN
-          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
-            -- The answer may still come; closing the connection makes sure it is never read as another's.
-            PERFORM @D@.dblink_disconnect(${C});
-            timed_out := true;
-            EXIT;
-          END IF;
-          PERFORM pg_catalog.pg_sleep(0.001);
-          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
-          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
-          FOR poll IN 1..${POLL_BURST} LOOP
-            EXIT WHEN @D@.dblink_is_busy(${C}) = 0;
-          END LOOP;
-        END IF;
-      END LOOP;
+${waitForAnswer(C, [
+  "-- The answer may still come; closing the connection makes sure it is never read as another's.",
+  `PERFORM @D@.dblink_disconnect(${C});`,
+  'timed_out := true;',
+  'EXIT;',
+], '      ')}
       EXIT WHEN timed_out;
       -- The second function returns no row: it takes the end of the answer, so the connection is free again.
       ${fetch}
@@ -111,7 +135,7 @@ function roundTrip(fetch: string, offset = '0', total = '1'): string {
       WHEN OTHERS THEN
         GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
     END;
-    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, ${offset}, ${total});
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, attempt, 0, 1);
   END LOOP;
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server ${SERVER_NAME} did not answer within svc.timeout_ms (% ms)', op, timeout_ms
@@ -119,13 +143,17 @@ function roundTrip(fetch: string, offset = '0', total = '1'): string {
   END IF;`;
 }
 
-/** The answer's columns read from dblink_get_result, then the end of the answer drained, in one statement. */
-function fetchInto(select: string, into: string, columns: string): string {
+/**
+ * The answer's columns read from dblink_get_result on `conn`, then the end of the answer drained, in one
+ * statement.
+ */
+function fetchInto(select: string, into: string, columns: string, conn = C): string {
   return `SELECT ${select} INTO ${into}
-        FROM ROWS FROM (@D@.dblink_get_result(${C}) AS (${columns}), @D@.dblink_get_result(${C}) AS (end_of_answer text)) AS t;`;
+        FROM ROWS FROM (@D@.dblink_get_result(${conn}) AS (${columns}), @D@.dblink_get_result(${conn}) AS (end_of_answer text)) AS t;`;
 }
 
-const ROUND_TRIP_DECLARE = `
+/** The variables of a wait for an answer (waitForAnswer) and of the error handling after it. */
+const WAIT_DECLARE = `
   st text;
   msg text;
   det text;
@@ -133,12 +161,15 @@ const ROUND_TRIP_DECLARE = `
   setting text;
   timeout_ms integer;
   started timestamptz;
-  spin_until timestamptz;
+  spin_until timestamptz;`;
+
+const ROUND_TRIP_DECLARE = `${WAIT_DECLARE}
   timed_out boolean := false;`;
 
+/** The internal functions' bodies, by name and identity as in DBLINK_INTERNALS. */
 const INTERNAL_BODIES: Record<string, { args: string; returns: string; body: string }> = {
   // A whole-number setting (svc.timeout_ms, svc.batch_size) in [1, max]; SV003 naming it otherwise.
-  svc__dblink_setting: {
+  'svc__dblink_setting(text, integer, integer)': {
     args: 'name text, fallback integer, max integer',
     returns: 'integer',
     body: `
@@ -157,9 +188,9 @@ BEGIN
   RETURN n::integer;
 END`,
   },
-  // Opens the bridge's named connection on the foreign server, with the owner's user mapping.
-  svc__dblink_connect: {
-    args: 'op text',
+  // Opens a connection named conn on the foreign server, with the owner's user mapping.
+  'svc__dblink_connect(text, text)': {
+    args: 'op text, conn text',
     returns: 'void',
     body: `
 DECLARE
@@ -172,7 +203,7 @@ BEGIN
       HINT = 'CREATE SERVER ${SERVER_NAME} FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host ..., port ..., dbname ''svc''), and a user mapping; see docs/sql.md.';
   END IF;
   BEGIN
-    PERFORM @D@.dblink_connect(${C}, '${SERVER_NAME}');
+    PERFORM @D@.dblink_connect(conn, '${SERVER_NAME}');
   EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL;
     IF msg LIKE '%user mapping%' OR det LIKE '%password authentication failed%' OR msg LIKE '%password is required%'
@@ -187,9 +218,20 @@ BEGIN
   END;
 END`,
   },
-  // After a failed fetch: a broken connection is dropped (and the caller retries once); an engine error is
-  // raised again as it came, its DETAIL "item i of n" counted over the whole array.
-  svc__dblink_failed: {
+  // Opens the bridge's connection for the one-value functions (the name every version of the bridge has).
+  'svc__dblink_connect(text)': {
+    args: 'op text',
+    returns: 'void',
+    body: `
+BEGIN
+  PERFORM @S@.svc__dblink_connect(op, ${C});
+END`,
+  },
+  // After a failed round trip: a broken connection is dropped (and the caller retries once); an engine error
+  // is raised again as it came, its DETAIL "item i of n" counted over the whole array (item_offset: the
+  // values of the array before the failed command). What is left of the answer is drained, unless the
+  // caller has closed the connection already (the array forms do, on any error).
+  'svc__dblink_failed(text, text, text, text, text, integer, integer, integer)': {
     args: 'op text, st text, msg text, det text, hnt text, attempt integer, item_offset integer, total integer',
     returns: 'void',
     body: `
@@ -201,11 +243,13 @@ BEGIN
     IF attempt = 1 THEN RETURN; END IF;
     RAISE EXCEPTION '%: engine at foreign server ${SERVER_NAME} is unreachable', op USING ERRCODE = 'SV002', DETAIL = msg;
   END IF;
-  BEGIN
-    PERFORM FROM @D@.dblink_get_result(${C}, false) AS t(data text);
-  EXCEPTION WHEN OTHERS THEN
-    PERFORM @D@.dblink_disconnect(${C}) WHERE ${C} = ANY (@D@.dblink_get_connections());
-  END;
+  IF ${C} = ANY (@D@.dblink_get_connections()) THEN
+    BEGIN
+      PERFORM FROM @D@.dblink_get_result(${C}, false) AS t(data text);
+    EXCEPTION WHEN OTHERS THEN
+      PERFORM @D@.dblink_disconnect(${C});
+    END;
+  END IF;
   item := pg_catalog.regexp_match(coalesce(det, ''), '^item ([0-9]+) of [0-9]+$');
   IF item IS NOT NULL THEN
     det := pg_catalog.format('item %s of %s', item_offset + item[1]::integer, total);
@@ -215,68 +259,126 @@ BEGIN
   RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = coalesce(det, ''), HINT = coalesce(hnt, '');
 END`,
   },
-  // A *_many command answering rows (i int4, data text): the values in argument order.
-  svc__dblink_many: {
-    args: 'op text, command text, item_offset integer, total integer',
-    returns: 'text[]',
-    body: `
-DECLARE
-  result text[];${ROUND_TRIP_DECLARE}
-BEGIN${roundTrip(fetchInto('pg_catalog.array_agg(t.data ORDER BY t.i)', 'result', 'i integer, data text'), 'item_offset', 'total')}
-  RETURN result;
-END`,
-  },
   // The array forms: the non-NULL values go in *_many commands of at most svc.batch_size values and
-  // ${MAX_COMMAND_CHARS} characters (one larger value goes alone); order and NULL elements are kept.
-  svc__dblink_array: {
+  // MAX_COMMAND_CHARS characters (one larger value goes alone); order and NULL elements are kept. The
+  // arguments are encoded in one query and each command is a slice of them joined in one call (a loop over
+  // the elements in PL/pgSQL took twice as long); the answers are placed by a loop, which measured cheaper
+  // than collecting them and rebuilding the array in one query (docs/sql.md §8).
+  //
+  // Two chunks are in flight, one on each connection (svc_engine and SECOND_CONNECTION_NAME, both opened
+  // by svc__dblink_connect): while the answer to one is fetched and placed, the engine works on the next.
+  // When the second connection cannot be opened (the engine's connection limit), the call goes on with one.
+  // On any error or cancel both connections are closed, so no answer is left half-read on either; a broken
+  // connection (class 08, or the engine closing it) makes the call start again once from the oldest chunk
+  // not yet placed, on new connections. Each answer is waited for up to svc.timeout_ms.
+  'svc__dblink_array(text, text, text[])': {
     args: 'op text, head text, data text[]',
     returns: 'text[]',
     body: `
 DECLARE
   batch integer := @S@.svc__dblink_setting('svc.batch_size', 1000, 10000);
+  conns constant text[] := ARRAY[${C}, ${C2}];
   out text[] := data;
-  parts text[] := '{}';
-  pos integer[] := '{}';
+  args text[];
+  pos integer[];
   res text[];
-  n integer := 0;
-  chars bigint := 0;
-  done integer := 0;
   total integer;
-  e text;
-  idx integer;
-  k integer;
+  todo integer := 1;
+  sent_lo integer[] := '{NULL,NULL}';
+  sent_hi integer[] := '{NULL,NULL}';
+  slot integer;
+  hi integer;
+  cap integer;
+  chars bigint;
+  command text;
+  one_connection boolean := false;
+  resume integer;
+  retried integer;
+  k integer;${WAIT_DECLARE}
 BEGIN
   IF pg_catalog.array_ndims(data) IS NULL THEN RETURN data; END IF;
   IF pg_catalog.array_ndims(data) > 1 THEN
     RAISE EXCEPTION '%: only one-dimensional arrays are supported', op USING ERRCODE = '2202E';
   END IF;
-  SELECT pg_catalog.count(*) INTO total FROM pg_catalog.unnest(data) AS u(v) WHERE u.v IS NOT NULL;
-  FOR idx IN pg_catalog.array_lower(data, 1) .. pg_catalog.array_upper(data, 1) + 1 LOOP
-    IF idx <= pg_catalog.array_upper(data, 1) THEN
-      CONTINUE WHEN data[idx] IS NULL;
-      e := ${b64('data[idx]')};
-    END IF;
-    IF n > 0 AND (idx > pg_catalog.array_upper(data, 1) OR n >= batch OR chars + pg_catalog.length(e) > ${MAX_COMMAND_CHARS}) THEN
-      res := @S@.svc__dblink_many(op, head || ' ' || pg_catalog.array_to_string(parts, ' '), done, total);
-      IF coalesce(pg_catalog.cardinality(res), 0) <> n THEN
-        RAISE EXCEPTION '%: the engine answered % values for %', op, coalesce(pg_catalog.cardinality(res), 0), n USING ERRCODE = 'SV002';
-      END IF;
-      FOR k IN 1 .. n LOOP
-        out[pos[k]] := res[k];
+  -- ORDER BY the ordinality costs no sort (the planner knows unnest yields it in order).
+  args := ARRAY(SELECT ${b64('u.v')} FROM pg_catalog.unnest(data) WITH ORDINALITY AS u(v, o) WHERE u.v IS NOT NULL ORDER BY u.o);
+  pos := ARRAY(SELECT (u.o + pg_catalog.array_lower(data, 1) - 1)::integer
+                 FROM pg_catalog.unnest(data) WITH ORDINALITY AS u(v, o) WHERE u.v IS NOT NULL ORDER BY u.o);
+  total := pg_catalog.cardinality(args);
+  IF total = 0 THEN RETURN out; END IF;${READ_TIMEOUT}
+  LOOP
+    BEGIN
+      LOOP
+        -- Each idle connection sends the next chunk, args todo .. hi (todo: the first value not yet sent).
+        FOR s IN 1..2 LOOP
+          CONTINUE WHEN sent_lo[s] IS NOT NULL OR todo > total OR (s = 2 AND one_connection);
+          IF NOT coalesce(conns[s] = ANY (@D@.dblink_get_connections()), false) THEN
+            IF s = 1 THEN
+              PERFORM @S@.svc__dblink_connect(op, conns[s]);
+            ELSE
+              BEGIN
+                PERFORM @S@.svc__dblink_connect(op, conns[s]);
+              EXCEPTION WHEN OTHERS THEN
+                one_connection := true;
+                CONTINUE;
+              END;
+            END IF;
+          END IF;
+          cap := least(todo + batch - 1, total);
+          hi := cap;
+          command := pg_catalog.array_to_string(args[todo:hi], ' ');
+          IF hi > todo AND pg_catalog.octet_length(command) > ${MAX_COMMAND_CHARS} THEN
+            -- Values too large for a full chunk in one command: as many as fit, at least one.
+            hi := todo;
+            chars := pg_catalog.octet_length(args[todo]);
+            WHILE hi < cap AND chars + 1 + pg_catalog.octet_length(args[hi + 1]) <= ${MAX_COMMAND_CHARS} LOOP
+              hi := hi + 1;
+              chars := chars + 1 + pg_catalog.octet_length(args[hi]);
+            END LOOP;
+            command := pg_catalog.array_to_string(args[todo:hi], ' ');
+          END IF;
+          IF @D@.dblink_send_query(conns[s], head || ' ' || command) <> 1 THEN
+            RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
+          END IF;
+          sent_lo[s] := todo;
+          sent_hi[s] := hi;
+          todo := hi + 1;
+        END LOOP;
+        -- The answer to the oldest chunk in flight, if any.
+        slot := CASE WHEN sent_lo[2] IS NULL OR sent_lo[1] < sent_lo[2] THEN 1 ELSE 2 END;
+        EXIT WHEN sent_lo[slot] IS NULL;
+${waitForAnswer('conns[slot]', [
+  `RAISE EXCEPTION '%: engine at foreign server ${SERVER_NAME} did not answer within svc.timeout_ms (% ms)', op, timeout_ms`,
+  "  USING ERRCODE = 'SV002';",
+], '        ')}
+        ${fetchInto('pg_catalog.array_agg(t.data ORDER BY t.i)', 'res', 'i integer, data text', 'conns[slot]')}
+        IF coalesce(pg_catalog.cardinality(res), 0) <> sent_hi[slot] - sent_lo[slot] + 1 THEN
+          RAISE EXCEPTION '%: the engine answered % values for %', op, coalesce(pg_catalog.cardinality(res), 0), sent_hi[slot] - sent_lo[slot] + 1
+            USING ERRCODE = 'SV002';
+        END IF;
+        FOR k IN sent_lo[slot] .. sent_hi[slot] LOOP
+          out[pos[k]] := res[k - sent_lo[slot] + 1];
+        END LOOP;
+        sent_lo[slot] := NULL;
       END LOOP;
-      done := done + n;
-      parts := '{}';
-      pos := '{}';
-      n := 0;
-      chars := 0;
-    END IF;
-    EXIT WHEN idx > pg_catalog.array_upper(data, 1);
-    n := n + 1;
-    parts[n] := e;
-    pos[n] := idx;
-    chars := chars + pg_catalog.length(e) + 1;
+      RETURN out;
+    EXCEPTION
+      WHEN query_canceled THEN
+        PERFORM @D@.dblink_disconnect(c) FROM pg_catalog.unnest(conns) AS c WHERE c = ANY (@D@.dblink_get_connections());
+        RAISE;
+      WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @D@.dblink_disconnect(c) FROM pg_catalog.unnest(conns) AS c WHERE c = ANY (@D@.dblink_get_connections());
+    -- Everything before resume is placed. A broken connection returns here once per resume point (the
+    -- retry of one chunk); anything else is raised, an engine error counted from the chunk it came from.
+    resume := least(sent_lo[1], sent_lo[2], todo);
+    PERFORM @S@.svc__dblink_failed(op, st, msg, det, hnt, CASE WHEN retried IS DISTINCT FROM resume THEN 1 ELSE 2 END,
+      coalesce(sent_lo[slot], resume) - 1, total);
+    retried := resume;
+    todo := resume;
+    sent_lo := '{NULL,NULL}';
   END LOOP;
-  RETURN out;
 END`,
   },
 };
@@ -382,8 +484,8 @@ export function dblinkInstall(dollarQuote: (text: string, tag: string) => string
     `    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.${name}(${args}) RETURNS ${returns} LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ${options} AS %2$L',
       target_schema, replace(replace(${dollarQuote(body, 'dl')}, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));`;
   for (const f of DBLINK_INTERNALS) {
-    const impl = INTERNAL_BODIES[f.name];
-    if (!impl) throw new Error(`no dblink body for ${f.name}`);
+    const impl = INTERNAL_BODIES[`${f.name}(${f.identity})`];
+    if (!impl) throw new Error(`no dblink body for ${f.name}(${f.identity})`);
     // No SET clause: only the public functions call them, so they run under their pinned search_path
     // (and every name but an operator's is qualified anyway). A SET clause would cost a save and restore
     // of the setting per call.
