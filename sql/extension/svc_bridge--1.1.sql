@@ -2455,7 +2455,7 @@ BEGIN
     ), upd AS (
       UPDATE %1$s t SET %2$I = res.v FROM res WHERE t.%3$I = res.k RETURNING 1
     )
-    SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k::text FROM chunk ORDER BY k DESC LIMIT 1)$q$, tbl, col, key_col, key_type);
+    SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k FROM chunk ORDER BY k DESC LIMIT 1)::text$q$, tbl, col, key_col, key_type);
   LOOP
     BEGIN
       EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows, policy_code;
@@ -2529,7 +2529,7 @@ BEGIN
     ), upd AS (
       UPDATE %1$s t SET %2$I = res.v FROM res WHERE t.%3$I = res.k RETURNING 1
     )
-    SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k::text FROM chunk ORDER BY k DESC LIMIT 1)$q$, tbl, col, key_col, key_type);
+    SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k FROM chunk ORDER BY k DESC LIMIT 1)::text$q$, tbl, col, key_col, key_type);
   LOOP
     BEGIN
       EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows;
@@ -2661,7 +2661,7 @@ BEGIN
        WHERE t.%3$I = res.k AND res.v IS DISTINCT FROM chunk.v RETURNING 1
     )
     SELECT (SELECT pg_catalog.count(*) FROM chunk), (SELECT pg_catalog.count(*) FROM upd),
-           (SELECT k::text FROM chunk ORDER BY k DESC LIMIT 1),
+           (SELECT k FROM chunk ORDER BY k DESC LIMIT 1)::text,
            (SELECT pg_catalog.jsonb_object_agg(p, m) FROM (
               SELECT pg_catalog.split_part(v, ':', 2) AS p, pg_catalog.max(@SCHEMA@.svc_key_version(v)) AS m FROM res GROUP BY 1) AS x)$q$, tbl, col, key_col, key_type);
   LOOP

@@ -59,7 +59,7 @@ BEGIN
     ), upd AS (
       UPDATE %1$s t SET %2$I = res.v FROM res WHERE t.%3$I = res.k RETURNING 1
     )
-    SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k::text FROM chunk ORDER BY k DESC LIMIT 1)$q$, tbl, col, key_col, key_type);
+    SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k FROM chunk ORDER BY k DESC LIMIT 1)::text$q$, tbl, col, key_col, key_type);
   LOOP
     BEGIN
       EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows, policy_code;
@@ -133,7 +133,7 @@ BEGIN
     ), upd AS (
       UPDATE %1$s t SET %2$I = res.v FROM res WHERE t.%3$I = res.k RETURNING 1
     )
-    SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k::text FROM chunk ORDER BY k DESC LIMIT 1)$q$, tbl, col, key_col, key_type);
+    SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k FROM chunk ORDER BY k DESC LIMIT 1)::text$q$, tbl, col, key_col, key_type);
   LOOP
     BEGIN
       EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows;

@@ -103,7 +103,7 @@ BEGIN
        WHERE t.%3$I = res.k AND res.v IS DISTINCT FROM chunk.v RETURNING 1
     )
     SELECT (SELECT pg_catalog.count(*) FROM chunk), (SELECT pg_catalog.count(*) FROM upd),
-           (SELECT k::text FROM chunk ORDER BY k DESC LIMIT 1),
+           (SELECT k FROM chunk ORDER BY k DESC LIMIT 1)::text,
            (SELECT pg_catalog.jsonb_object_agg(p, m) FROM (
               SELECT pg_catalog.split_part(v, ':', 2) AS p, pg_catalog.max(@SCHEMA@.svc_key_version(v)) AS m FROM res GROUP BY 1) AS x)$q$, tbl, col, key_col, key_type);
   LOOP
