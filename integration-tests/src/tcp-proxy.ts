@@ -62,8 +62,14 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
   };
 }
 
-/** A TCP proxy (to the engine's wire endpoint) that can stop forwarding what the client sends: an engine that hangs. */
-export async function startStallingProxy(target: number): Promise<{ port: number; stall: (on: boolean) => void; close: () => Promise<void> }> {
+/**
+ * A TCP proxy to 127.0.0.1:`target` (the engine) that can stop forwarding what the client sends (an engine
+ * that hangs: stall(true)), and that holds every chunk from the engine back for `answerDelayMs` (a slow one).
+ */
+export async function startStallingProxy(
+  target: number,
+  answerDelayMs = 0,
+): Promise<{ port: number; stall: (on: boolean) => void; close: () => Promise<void> }> {
   let stalled = false;
   const sockets = new Set<Socket>();
   const server = createServer((client) => {
@@ -76,7 +82,7 @@ export async function startStallingProxy(target: number): Promise<{ port: number
     client.on('data', (chunk) => {
       if (!stalled) upstream.write(chunk);
     });
-    upstream.on('data', (chunk) => client.write(chunk));
+    upstream.on('data', (chunk) => (answerDelayMs > 0 ? setTimeout(() => client.write(chunk), answerDelayMs) : client.write(chunk)));
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => client.destroy());
   });

@@ -2,11 +2,11 @@
 // leader in parallel mode, where PostgreSQL refuses the subtransactions the bridges start (dblink's
 // error handling on every call; PL/Python's interrupt check while it waits for a slow answer). With the
 // planner pushed hard towards parallel plans, the bridge calls must still run, and slow answers too.
-import { connect, createServer, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type RunningEngine, startEngine } from '../src/engine-process.js';
 import { createDatabase, dropDatabase, freePort, withClient } from '../src/postgres-harness.js';
 import { applyMigrations, setDblinkServer, setEngineServer } from '../src/sql-install.js';
+import { startStallingProxy } from '../src/tcp-proxy.js';
 import { POLICIES, testBootstrap } from '../src/test-policies.js';
 
 const adminUrl = inject('databaseUrl');
@@ -19,39 +19,13 @@ let engine: RunningEngine;
 let slow: { port: number; close: () => Promise<void> };
 const urls = new Map<string, string>();
 
-/** A TCP proxy to `target` that holds every chunk from the engine back for `delayMs`: a slow engine. */
-async function delayingProxy(target: number, delayMs: number): Promise<{ port: number; close: () => Promise<void> }> {
-  const sockets = new Set<Socket>();
-  const server = createServer((client) => {
-    const upstream = connect(target, '127.0.0.1');
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-      s.on('error', () => s.destroy());
-    }
-    client.on('data', (chunk) => upstream.write(chunk));
-    upstream.on('data', (chunk) => setTimeout(() => client.write(chunk), delayMs));
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as { port: number }).port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  };
-}
-
 beforeAll(async () => {
   const pgPort = await freePort();
   engine = await startEngine({
     bootstrap: testBootstrap(),
     env: { SVC_PG_PORT: String(pgPort), SVC_PG_USER: 'svc', SVC_PG_PASSWORD: ENGINE_PASSWORD },
   });
-  slow = await delayingProxy(Number(new URL(engine.url).port), 120);
+  slow = await startStallingProxy(Number(new URL(engine.url).port), 120);
   for (const bridge of BRIDGES) {
     const url = await createDatabase(adminUrl, `svc_parallel_${bridge}_it`);
     urls.set(bridge, url);

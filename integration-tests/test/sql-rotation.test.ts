@@ -3,7 +3,6 @@
 // versions, svc_key_versions counts a column per version, svc_rewrap_column moves it to the new version
 // in committed chunks (resuming after a failed chunk, cheap to run again), an operator then makes the
 // old version refuse decryption, and the engine's audit file holds one event per call with its transport.
-import { connect } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -14,6 +13,7 @@ import { type SupervisedEngine, superviseEngine } from '../src/engine-supervisor
 import { type RunningHub, startHub } from '../src/hub-process.js';
 import { createDatabase, dropDatabase, freePort, withClient } from '../src/postgres-harness.js';
 import { applyMigrations, setDblinkServer, setEngineServer } from '../src/sql-install.js';
+import { waitForPort } from '../src/tcp-proxy.js';
 
 const TENANT = 'tenant-sql-rotation-41d2';
 const MASTER_KEY = randomBytes(32).toString('base64');
@@ -71,22 +71,6 @@ async function auditEvents(): Promise<any[]> {
     .split('\n')
     .filter((l) => l !== '')
     .map((l) => JSON.parse(l));
-}
-
-async function waitForPort(port: number): Promise<void> {
-  for (let attempt = 0; attempt < 400; attempt += 1) {
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = connect(port, '127.0.0.1');
-      socket.once('connect', () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('error', () => resolve(false));
-    });
-    if (open) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`nothing listens on port ${port}`);
 }
 
 beforeAll(async () => {
