@@ -69,7 +69,7 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
 export async function startStallingProxy(
   target: number,
   answerDelayMs = 0,
-): Promise<{ port: number; stall: (on: boolean) => void; close: () => Promise<void> }> {
+): Promise<{ port: number; stall: (on: boolean) => void; open: () => number; close: () => Promise<void> }> {
   let stalled = false;
   const sockets = new Set<Socket>();
   const server = createServer((client) => {
@@ -92,6 +92,8 @@ export async function startStallingProxy(
     stall: (on) => {
       stalled = on;
     },
+    /** Client connections open now. */
+    open: () => [...sockets].filter((s) => s.remotePort !== target).length,
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();

@@ -10,6 +10,7 @@ import { createDatabase, dropDatabase, freePort, withClient } from '../src/postg
 import { applyMigrations, setEngineServer } from '../src/sql-install.js';
 import { startStallingProxy, waitForPort } from '../src/tcp-proxy.js';
 import { POLICIES, POLICY_NAME, testBootstrap } from '../src/test-policies.js';
+import { eventually } from '../src/engine-client.js';
 
 const adminUrl = inject('databaseUrl');
 const DB = 'svc_plpython_wire_it';
@@ -178,6 +179,23 @@ describe('failures over the wire', () => {
       });
     } finally {
       proxy.stall(false);
+      await pointAt(engine.pgPort as number);
+      await proxy.close();
+    }
+  });
+
+  it('closes its wire connection when the server stops naming that endpoint, and goes on over HTTP', async () => {
+    const proxy = await startStallingProxy(engine.pgPort as number);
+    await pointAt(proxy.port);
+    try {
+      await asApp(async (c) => {
+        expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', ['wire', POLICIES.random])).rows[0]?.v).toBe('wire');
+        expect(proxy.open()).toBe(1);
+        await asAdmin((a) => a.query('ALTER SERVER svc_engine OPTIONS (DROP wire_url)'));
+        expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', ['http', POLICIES.random])).rows[0]?.v).toBe('http');
+        await eventually('the wire connection through the proxy is closed', async () => proxy.open() === 0, 5000);
+      });
+    } finally {
       await pointAt(engine.pgPort as number);
       await proxy.close();
     }

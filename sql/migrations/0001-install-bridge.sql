@@ -1086,12 +1086,12 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:a7c1adb107fb')
+  py_prelude := replace($py$b = GD.get('svc_bridge:d9efcdef6ac7')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:a7c1adb107fb'] = m.Bridge(plpy)
+    b = GD['svc_bridge:d9efcdef6ac7'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into binary-frame
 # requests to the engine's batch endpoints (docs/binary-frame.md), or, with the server option wire_url, into
@@ -1292,6 +1292,9 @@ class Bridge:
         if self.config_value is None or key != self.config_key:
             self.config_value = self.settings(cfg)
             self.config_key = key
+            # A wire connection to an endpoint the server no longer names is not kept open.
+            if self.wire_conn is not None and self.wire_key != self.config_value.wire:
+                self.wire_close()
         return self.config_value
 
     def integer(self, raw, name, default, maximum):

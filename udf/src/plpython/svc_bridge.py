@@ -197,6 +197,9 @@ class Bridge:
         if self.config_value is None or key != self.config_key:
             self.config_value = self.settings(cfg)
             self.config_key = key
+            # A wire connection to an endpoint the server no longer names is not kept open.
+            if self.wire_conn is not None and self.wire_key != self.config_value.wire:
+                self.wire_close()
         return self.config_value
 
     def integer(self, raw, name, default, maximum):
