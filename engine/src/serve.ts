@@ -172,6 +172,7 @@ export async function serve({ config, log, masterKey, store, cache, manager, res
   const pgwire = config.pgwire && pgwireModule
     ? await (await pgwireModule).startPgWire({
       execution,
+      batches: pool,
       config: config.pgwire,
       limits: config.limits,
       version,

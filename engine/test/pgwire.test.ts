@@ -2,6 +2,8 @@
 // command, the bridges' error semantics, and the no-op statements libpq sends on its own.
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { ExecutionService } from '../src/core/execution-service.js';
+import type { ManyRunner } from '../src/pgwire/commands.js';
 import { b64, PG_PASSWORD, PG_USER, TEST_VERSION, type WireWorld, wireWorld } from './support/pgwire.js';
 
 let world: WireWorld | undefined;
@@ -241,5 +243,64 @@ describe('errors', () => {
     const error = await pgError(client.query('svc_health $1', ['x']));
     expect([error.code, error.message]).toEqual(['0A000', 'only the simple query protocol is supported; see docs/pgwire.md']);
     expect((await client.query('svc_health')).rows[0].status).toBe('UP');
+  });
+});
+
+describe('many-value commands on the worker pool', () => {
+  /** A stand-in for the worker pool: runs the batch method on this thread after `delayMs`, counting batches. */
+  function slowPool(delayMs: number) {
+    const seen: number[] = [];
+    return {
+      seen,
+      batches: (execution: ExecutionService): ManyRunner => ({
+        run: async (method, items) => {
+          seen.push(items.length);
+          await new Promise((resolve) => setTimeout(resolve, delayMs));
+          execution.checkBatchSize(items.length);
+          return (execution[method] as (items: readonly unknown[]) => unknown[]).call(execution, items);
+        },
+      }),
+    };
+  }
+
+  it('answers them when the pool does, in order, audited, with the bridges SQLSTATEs', async () => {
+    const pool = slowPool(30);
+    world = await wireWorld({ batches: pool.batches, limits: { maxBatchItems: 5, maxDataBytes: 1024 } });
+    const client = await world.client();
+    const values = ['a', '', 'ü 🎉'];
+    const enc = await client.query(`svc_encrypt_many ${b64('PII_GCM')} ${values.map(b64).join(' ')}`);
+    const dec = await client.query(`svc_decrypt_many ${enc.rows.map((r) => b64(r.data)).join(' ')}`);
+    expect(dec.rows).toEqual(values.map((data, i) => ({ i: i + 1, data })));
+    expect(pool.seen).toEqual([3, 3]);
+
+    const bad = await pgError(client.query(`svc_decrypt_many ${b64(enc.rows[0].data)} ${b64('garbage')}`));
+    expect([bad.code, bad.message, bad.detail]).toEqual(['SV001', 'svc_decrypt: malformed ciphertext', 'item 2 of 2']);
+    const tooMany = await pgError(client.query(`svc_encrypt_many ${b64('PII_GCM')} - - - - - -`));
+    expect([tooMany.code, tooMany.message]).toEqual(['SV001', 'svc_encrypt: batch has 6 items; the limit is 5']);
+    expect((await client.query('svc_health')).rows[0].status).toBe('UP');
+
+    const events = world.audit.events().filter((e) => e.transport === 'pgwire');
+    expect(events.map((e) => [e.operation, e.items?.total, e.outcome.result])).toEqual([
+      ['encrypt', 3, 'ok'],
+      ['decrypt', 3, 'ok'],
+      ['decrypt', 2, 'partial'],
+      ['encrypt', 0, 'error'],
+    ]);
+  });
+
+  it('answers a command still on the pool before telling the session the engine shuts down', async () => {
+    world = await wireWorld({ batches: slowPool(300).batches });
+    const client = await world.client();
+    const ended = new Promise<{ code?: string; message: string }>((resolve) => {
+      client.removeAllListeners('error');
+      client.on('error', (e) => resolve(e as { code?: string; message: string }));
+    });
+    const answer = client.query(`svc_encrypt_many ${b64('PII_GCM')} ${b64('x')} ${b64('y')}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const closing = world.listener.close(5000);
+    expect((await answer).rows.map((r) => r.i)).toEqual([1, 2]);
+    const error = await ended;
+    expect([error.code, error.message]).toEqual(['57P01', 'terminating connection: the engine is shutting down']);
+    await closing;
   });
 });

@@ -327,26 +327,46 @@ export class AuditTrail {
     this.ensureWritable();
     const summary = new AuditSummary(operation);
     try {
-      const result = call();
-      if (Array.isArray(result)) summary.addAll(result, inputs);
-      else summary.add(result, inputs?.[0]);
-      this.record({
-        context,
-        operation,
-        summary,
-        outcome: { result: summary.failed === 0 ? 'ok' : 'partial' },
-      });
-      return result;
+      return this.#succeeded(context, operation, summary, call(), inputs);
     } catch (error) {
-      const code = (error as { code?: unknown }).code;
-      this.record({
-        context,
-        operation,
-        summary,
-        outcome: { result: 'error', error: typeof code === 'string' ? code : 'INTERNAL' },
-      });
+      this.#failed(context, operation, summary, error);
       throw error;
     }
+  }
+
+  /** run() for a call that answers later (a batch on the crypto workers). */
+  async runAsync<T extends AuditedOutcome[]>(
+    context: AuditContext,
+    operation: AuditOperation,
+    call: () => Promise<T>,
+    inputs?: readonly unknown[],
+  ): Promise<T> {
+    this.ensureWritable();
+    const summary = new AuditSummary(operation);
+    try {
+      return this.#succeeded(context, operation, summary, await call(), inputs);
+    } catch (error) {
+      this.#failed(context, operation, summary, error);
+      throw error;
+    }
+  }
+
+  #succeeded<T extends AuditedOutcome | AuditedOutcome[]>(
+    context: AuditContext,
+    operation: AuditOperation,
+    summary: AuditSummary,
+    result: T,
+    inputs?: readonly unknown[],
+  ): T {
+    if (Array.isArray(result)) summary.addAll(result, inputs);
+    else summary.add(result as AuditedOutcome, inputs?.[0]);
+    this.record({ context, operation, summary, outcome: { result: summary.failed === 0 ? 'ok' : 'partial' } });
+    return result;
+  }
+
+  #failed(context: AuditContext, operation: AuditOperation, summary: AuditSummary, error: unknown): void {
+    const code = (error as { code?: unknown }).code;
+    this.record({ context, operation, summary, outcome: { result: 'error', error: typeof code === 'string' ? code : 'INTERNAL' } });
   }
 
   async flush(): Promise<void> {

@@ -349,4 +349,14 @@ export class ExecutionService {
   ): T {
     return this.audit ? this.audit.run(context, operation, run, inputs) : run();
   }
+
+  /** audited() for a call that answers later (a batch on the crypto workers). */
+  auditedAsync<T extends ItemOutcome[]>(
+    context: AuditContext,
+    operation: AuditOperation,
+    run: () => Promise<T>,
+    inputs?: readonly unknown[],
+  ): Promise<T> {
+    return this.audit ? this.audit.runAsync(context, operation, run, inputs) : run();
+  }
 }

@@ -5,6 +5,7 @@
 import type { AuditContext, AuditOperation } from '../core/audit.js';
 import { EngineError } from '../core/errors.js';
 import type { ExecutionService, ItemOutcome, ItemSuccess } from '../core/execution-service.js';
+import type { BatchMethod } from '../workers/protocol.js';
 
 /** Column types of answers (PostgreSQL type OIDs). */
 export const TEXT = 25;
@@ -58,8 +59,18 @@ export const SQLSTATE = {
 
 export const UNKNOWN_COMMAND = 'unknown command; see docs/pgwire.md';
 
+/**
+ * Who runs a *_many command's items: the crypto worker pool (workers/worker-pool.ts), which keeps small
+ * batches on the main thread and spreads large ones over the workers under one snapshot.
+ */
+export interface ManyRunner {
+  run(method: BatchMethod, items: readonly unknown[], size: (item: unknown) => number): Promise<unknown[]>;
+}
+
 export interface CommandContext {
   readonly execution: ExecutionService;
+  /** Absent (SVC_WORKERS=1, tests): *_many commands run on the main thread, answered at once. */
+  readonly batches?: ManyRunner;
   readonly audit: AuditContext;
   readonly version: string;
   readonly service: string;
@@ -129,7 +140,7 @@ interface Spec {
   readonly fixed: readonly string[];
   /** Takes any number of values after the fixed arguments. */
   readonly many?: boolean;
-  readonly run: (ctx: CommandContext, args: readonly string[]) => Answer;
+  readonly run: (ctx: CommandContext, args: readonly string[]) => Answer | Promise<Answer>;
 }
 
 const DATA: readonly Column[] = [{ name: 'data', type: TEXT }];
@@ -162,6 +173,27 @@ function values(prefix: string, args: readonly string[], from: number): string[]
   const out = new Array<string>(args.length - from);
   for (let i = from; i < args.length; i++) out[i - from] = text(prefix, args[i] as string, i + 1);
   return out;
+}
+
+const itemSize = (item: unknown) => (item as { data: string }).data.length;
+
+/**
+ * A *_many command's items through the execution service batch `method`, under the audit trail, and its
+ * answer: on the worker pool when there is one (answered later), else at once on this thread.
+ */
+function manyCommand(
+  ctx: CommandContext,
+  prefix: string,
+  operation: AuditOperation,
+  method: 'encryptMany' | 'decryptMany' | 'rewrapMany',
+  items: readonly { data: string }[],
+  audit?: readonly unknown[],
+): Answer | Promise<Answer> {
+  const { batches } = ctx;
+  if (!batches) return many(prefix, audited(ctx, operation, () => ctx.execution[method](items as never), audit), operation === 'decrypt');
+  return ctx.execution
+    .auditedAsync(ctx.audit, operation, async () => (await batches.run(method, items, itemSize)) as ItemOutcome[], audit)
+    .then((outcomes) => many(prefix, outcomes, operation === 'decrypt'));
 }
 
 /** Runs one execution call under the audit trail, as the HTTP audit hook does for its routes. */
@@ -241,7 +273,7 @@ const COMMANDS: Readonly<Record<string, Spec>> = {
     run: (ctx, a) => {
       const policyCode = text('svc_encrypt', a[0] as string, 1);
       const items = values('svc_encrypt', a, 1).map((data) => ({ data, policyCode }));
-      return many('svc_encrypt', audited(ctx, 'encrypt', () => ctx.execution.encryptMany(items)));
+      return manyCommand(ctx, 'svc_encrypt', 'encrypt', 'encryptMany', items);
     },
   },
   svc_encrypt_many_by_name: {
@@ -252,7 +284,7 @@ const COMMANDS: Readonly<Record<string, Spec>> = {
       const policyName = text('svc_encrypt', a[0] as string, 1);
       const policyVersion = version('svc_encrypt', a[1] as string, 2);
       const items = values('svc_encrypt', a, 2).map((data) => ({ data, policyName, policyVersion }));
-      return many('svc_encrypt', audited(ctx, 'encrypt', () => ctx.execution.encryptMany(items)));
+      return manyCommand(ctx, 'svc_encrypt', 'encrypt', 'encryptMany', items);
     },
   },
   svc_decrypt_many: {
@@ -261,7 +293,7 @@ const COMMANDS: Readonly<Record<string, Spec>> = {
     many: true,
     run: (ctx, a) => {
       const items = values('svc_decrypt', a, 0).map((data) => ({ data }));
-      return many('svc_decrypt', audited(ctx, 'decrypt', () => ctx.execution.decryptMany(items), items), true);
+      return manyCommand(ctx, 'svc_decrypt', 'decrypt', 'decryptMany', items, items);
     },
   },
   svc_rewrap_many: {
@@ -270,7 +302,7 @@ const COMMANDS: Readonly<Record<string, Spec>> = {
     many: true,
     run: (ctx, a) => {
       const items = values('svc_rewrap', a, 0).map((data) => ({ data }));
-      return many('svc_rewrap', audited(ctx, 'rewrap', () => ctx.execution.rewrapMany(items), items));
+      return manyCommand(ctx, 'svc_rewrap', 'rewrap', 'rewrapMany', items, items);
     },
   },
   svc_equality_terms: {
@@ -363,7 +395,8 @@ function noOp(query: string, keyword: string): Answer | undefined {
 }
 
 /** Answers one simple-query message. Never throws for any input. */
-export function runCommand(ctx: CommandContext, query: string): Answer {
+/** The answer to one query; a *_many command on the worker pool answers later (a bug rejects, as it would throw). */
+export function runCommand(ctx: CommandContext, query: string): Answer | Promise<Answer> {
   let statement = query.replace(TRIM, '');
   if (statement.endsWith(';')) statement = statement.slice(0, -1).replace(TRIM, '');
   if (statement === '') return { kind: 'empty' };
@@ -382,11 +415,15 @@ export function runCommand(ctx: CommandContext, query: string): Answer {
       `${keyword} takes ${count} argument${count === '1' ? '' : 's'}${shape ? ` (${shape})` : ''}; see docs/pgwire.md`,
     );
   }
-  try {
-    return spec.run(ctx, args);
-  } catch (e) {
+  const failed = (e: unknown): Answer => {
     if (e instanceof ArgumentError) return e.answer;
     if (e instanceof EngineError) return engineError(spec.prefix, e);
     throw e;
+  };
+  try {
+    const answer = spec.run(ctx, args);
+    return answer instanceof Promise ? answer.catch(failed) : answer;
+  } catch (e) {
+    return failed(e);
   }
 }

@@ -20,12 +20,14 @@ import {
 import type { Logger } from 'pino';
 import type { Limits, PgWireConfig } from '../config.js';
 import type { ExecutionService } from '../core/execution-service.js';
-import { type Answer, runCommand, SQLSTATE } from './commands.js';
+import { type Answer, type ManyRunner, runCommand, SQLSTATE } from './commands.js';
 import { type FrameGuard, frameGuard, type GuardEvents, messageAssembler } from './frame-guard.js';
 import { answerMessages, errorMessage, parameterStatus, readyForQuery } from './messages.js';
 
 export interface PgWireOptions {
   readonly execution: ExecutionService;
+  /** Runs large *_many commands on the crypto workers; absent: on the main thread. */
+  readonly batches?: ManyRunner;
   readonly config: PgWireConfig;
   readonly limits: Pick<Limits, 'bodyLimitBytes'>;
   readonly version: string;
@@ -166,7 +168,7 @@ function serverParameters(version: string, state: ConnectionState): Uint8Array[]
 }
 
 export async function startPgWire(options: PgWireOptions): Promise<PgWireListener> {
-  const { execution, config, log, version, service } = options;
+  const { execution, batches, config, log, version, service } = options;
   const password = await readPassword(config);
   // Only the verifier is kept: the password itself is not needed after this line.
   const scram: ScramSha256Data = await createScramSha256Data(password, SCRAM_ITERATIONS);
@@ -184,6 +186,8 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
     closing: boolean;
     /** Sends a FATAL error and closes the connection. */
     fatal(code: string, message: string): void;
+    /** The command being answered on the worker pool, if any: later messages wait for it. */
+    running?: Promise<void>;
   }
 
   const server: Server = createServer({ noDelay: true }, (socket) => {
@@ -332,12 +336,34 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
       session.feed?.direct(handle);
     }
 
-    /** One message of an authenticated session; answers are written in order, as they are made. */
+    /** Messages that arrived while a command was answered on the worker pool, in order. */
+    const waiting: Buffer[] = [];
+
+    /**
+     * One message of an authenticated session; answers are written in order, as they are made. While a
+     * command is answered on the worker pool, reading pauses and what was already read waits its turn.
+     */
     function handle(message: Buffer): void {
+      if (session.running) {
+        waiting.push(message);
+        return;
+      }
       const type = message[0] as number;
       if (type === QUERY) {
         skipToSync = false;
-        send(answerMessages(query(message)));
+        const answer = query(message);
+        if (!(answer instanceof Promise)) {
+          send(answerMessages(answer));
+          return;
+        }
+        session.feed?.stream.pause();
+        session.running = answer.then((later) => {
+          send(answerMessages(later));
+          session.running = undefined;
+          // Unless that write filled the socket: then send() resumes reading once it drains.
+          if (!session.out.writableNeedDrain) session.feed?.stream.resume();
+          while (waiting.length > 0 && !session.running) handle(waiting.shift() as Buffer);
+        });
       } else if (type === SYNC) {
         skipToSync = false;
         send(readyForQuery());
@@ -361,7 +387,7 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
       session.out.once('drain', () => feed?.stream.resume());
     }
 
-    function query(data: Uint8Array): Answer {
+    function query(data: Uint8Array): Answer | Promise<Answer> {
       let text: string;
       try {
         // Type byte and length, then the query and its NUL terminator.
@@ -369,15 +395,16 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
       } catch {
         return { kind: 'error', code: SQLSTATE.BAD_ENCODING, message: 'query is not valid UTF-8' };
       }
-      try {
-        return runCommand(
-          { execution, version, service, audit: { transport: 'pgwire', caller, role } },
-          text,
-        );
-      } catch (error) {
-        // A bug, never the client's data: logged here, answered without internals.
+      // A bug, never the client's data: logged here, answered without internals.
+      const internal = (error: unknown): Answer => {
         log.error({ err: error, caller }, 'pgwire: command failed');
         return { kind: 'error', code: SQLSTATE.INTERNAL, message: 'internal error' };
+      };
+      try {
+        const answer = runCommand({ execution, batches, version, service, audit: { transport: 'pgwire', caller, role } }, text);
+        return answer instanceof Promise ? answer.catch(internal) : answer;
+      } catch (error) {
+        return internal(error);
       }
     }
   });
@@ -394,12 +421,14 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
     port: bound.port,
     async close(graceMs = 1000) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      // Commands are answered synchronously once read, so no session is mid-command here: tell each
-      // client why it is going away (PostgreSQL's admin shutdown SQLSTATE) and close it.
-      for (const session of sessions) session.fatal('57P01', 'terminating connection: the engine is shutting down');
       const deadline = setTimeout(() => {
         for (const session of sessions) session.socket.destroy();
       }, graceMs);
+      // Commands on the worker pool are answered first (within the grace time); then each client is told
+      // why it is going away (PostgreSQL's admin shutdown SQLSTATE) and closed.
+      const running = [...sessions].map((session) => session.running).filter((r) => r !== undefined);
+      if (running.length > 0) await Promise.race([Promise.all(running), new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
+      for (const session of sessions) session.fatal('57P01', 'terminating connection: the engine is shutting down');
       await closed;
       clearTimeout(deadline);
     },

@@ -5,6 +5,7 @@ import type { AuditEvent, AuditSink } from '../../src/core/audit.js';
 import { AuditTrail } from '../../src/core/audit.js';
 import { type ExecutionLimits, ExecutionService } from '../../src/core/execution-service.js';
 import { RuntimeCache } from '../../src/core/runtime-cache.js';
+import type { ManyRunner } from '../../src/pgwire/commands.js';
 import { type PgWireListener, startPgWire } from '../../src/pgwire/listener.js';
 import { DEFAULT_LIMITS, standardContent } from './fixtures.js';
 
@@ -44,6 +45,8 @@ export async function wireWorld(
     limits?: ExecutionLimits;
     bodyLimitBytes?: number;
     configured?: boolean;
+    /** Runs *_many commands (a stand-in for the worker pool), given the world's execution service. */
+    batches?: (execution: ExecutionService) => ManyRunner;
   } = {},
 ): Promise<WireWorld> {
   const cache = new RuntimeCache();
@@ -57,6 +60,7 @@ export async function wireWorld(
   };
   const listener = await startPgWire({
     execution,
+    batches: options.batches?.(execution),
     config: {
       host: '127.0.0.1',
       port: 0,
