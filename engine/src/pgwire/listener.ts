@@ -346,6 +346,8 @@ export async function startPgWire(options: PgWireOptions): Promise<PgWireListene
     function handle(message: Buffer): void {
       if (session.running) {
         waiting.push(message);
+        // Again: a drain of an earlier answer may have resumed reading (see send()).
+        session.feed?.stream.pause();
         return;
       }
       const type = message[0] as number;
