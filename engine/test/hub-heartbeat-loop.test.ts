@@ -49,7 +49,8 @@ describe('heartbeat loop', () => {
     expect(world.agent.status).toBe('OFFLINE');
     world.hubControl.down = false;
     await vi.waitFor(() => expect(world?.agent.status).toBe('ONLINE'), { timeout: 5000 });
-    expect(world.manager.cache.current.configured).toBe(true);
+    // ONLINE is set when the hub answers; its snapshot is applied next, in slices (a moment later).
+    await vi.waitFor(() => expect(world?.manager.cache.current.configured).toBe(true), { timeout: 5000 });
   });
 
   it('stays idle until registered, then beats at once', async () => {
