@@ -218,6 +218,9 @@ describe('failures over the wire', () => {
       const inUrl = await asApp((c) => failure(c.query("SELECT svc_encrypt('v', 'PII_EMAIL')")));
       expect(inUrl).toMatchObject({ code: 'SV003', message: 'option wire_url of the foreign server svc_engine must not hold a user or password' });
       expect(`${inUrl.message} ${inUrl.detail} ${inUrl.hint}`).not.toContain(ENGINE_PASSWORD);
+      await asAdmin((c) => c.query(`ALTER SERVER svc_engine OPTIONS (SET wire_url 'host=127.0.0.1 port=${engine.pgPort} dbname=svc sslpassword=key-secret')`));
+      const keyPassword = await asApp((c) => failure(c.query("SELECT svc_encrypt('v', 'PII_EMAIL')")));
+      expect([keyPassword.code, keyPassword.message]).toEqual(['SV003', inUrl.message]);
     } finally {
       await pointAt(engine.pgPort as number);
     }

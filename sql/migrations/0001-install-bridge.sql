@@ -1086,12 +1086,12 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:d9efcdef6ac7')
+  py_prelude := replace($py$b = GD.get('svc_bridge:bb292e4551ed')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:d9efcdef6ac7'] = m.Bridge(plpy)
+    b = GD['svc_bridge:bb292e4551ed'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into binary-frame
 # requests to the engine's batch endpoints (docs/binary-frame.md), or, with the server option wire_url, into
@@ -1159,7 +1159,7 @@ ITEM_SUCCESS = 1000
 FRAME_REQUEST_HEADERS = 'Content-Type: application/x-svc-binary-frame\r\nContent-Length: %d\r\n'
 
 ENGINE_CHECK_HINT = 'Check the engine directly (GET <url of server svc_engine>/api/health and one POST /api/encrypt); if it works there, the problem is between PostgreSQL and the engine.'
-# The server's foreign-data wrapper and options (name=value strings, as pg_options_to_table splits them).
+# The server's foreign-data wrapper and options (see name_values).
 SERVER_LOOKUP = ('SELECT w.fdwname::text AS wrapper, s.srvoptions AS options FROM pg_catalog.pg_foreign_server s '
                  'JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw WHERE s.srvname = $1')
 # The options of the user mapping of the functions' owner (the current user inside the SECURITY DEFINER
@@ -1169,6 +1169,9 @@ MAPPING_LOOKUP = 'SELECT m.umoptions AS options FROM pg_catalog.pg_user_mappings
 WIRE_MAPPING_HINT = ("CREATE USER MAPPING FOR <owner of the svc functions> SERVER svc_engine OPTIONS (user 'svc', password '...') "
                      'with SVC_PG_USER / SVC_PG_PASSWORD of the engine; see docs/sql.md.')
 WIRE_CHECK_HINT = 'Check that the engine runs with SVC_PG_PORT set and that option wire_url of the server svc_engine points at it.'
+# Connection parameters that are credentials: they belong in the owner's user mapping, not in wire_url,
+# which every role can read.
+WIRE_CREDENTIALS = ('user', 'password', 'sslpassword')
 ITEM_DETAIL = re.compile(r'^item ([0-9]+) of [0-9]+$')
 # Connection states after which the wire connection is dropped (and a reused one reopened once).
 WIRE_BROKEN = ('57P01', '57P02', '57P03', '57P05')
@@ -1200,6 +1203,7 @@ class Bridge:
         self.plans = {}
         self.wire_conn = None
         self.wire_key = None
+        self.pg_module = None
 
     # ---- settings -------------------------------------------------------------------------------
 
@@ -1214,7 +1218,7 @@ class Bridge:
             # A server of the dblink bridge (dblink_fdw) names a PostgreSQL wire endpoint, not an HTTP one.
             self.fail(CONFIG, 'the foreign server %s is on the foreign-data wrapper %s, not %s' % (SERVER, wrapper, BRIDGE_FDW),
                       hint='Drop it and ' + SERVER_HINT)
-        options = dict(o.split('=', 1) for o in rows[0]['options'] or [] if '=' in o)
+        options = name_values(rows[0]['options'])
         url, ops_url, wire = options.get('url'), options.get('ops_url'), options.get('wire_url')
         if url is None or url.strip() == '':
             self.fail(CONFIG, 'the foreign server %s has no option url' % SERVER,
@@ -1240,23 +1244,26 @@ class Bridge:
         except psycopg2.ProgrammingError:
             self.fail(CONFIG, 'option wire_url of the foreign server %s is not a libpq connection string' % SERVER,
                       hint="ALTER SERVER svc_engine OPTIONS (SET wire_url 'postgresql://127.0.0.1:5433/svc'); see docs/sql.md.")
-        if 'password' in params or 'user' in params:
+        if any(name in params for name in WIRE_CREDENTIALS):
             self.fail(CONFIG, 'option wire_url of the foreign server %s must not hold a user or password' % SERVER, hint=WIRE_MAPPING_HINT)
         return dsn.strip()
 
     def psycopg2(self):
-        try:
-            import psycopg2
-            import psycopg2.extensions
-        except ImportError:
-            self.fail(CONFIG, 'option wire_url of the foreign server %s needs psycopg2 in the Python of the PostgreSQL server' % SERVER,
-                      hint='Install it (Debian and Ubuntu: apt-get install python3-psycopg2), or drop the option wire_url to use url.')
-        return psycopg2
+        """The psycopg2 module, imported on first use (only the wire transport needs it)."""
+        if self.pg_module is None:
+            try:
+                import psycopg2
+                import psycopg2.extensions
+            except ImportError:
+                self.fail(CONFIG, 'option wire_url of the foreign server %s needs psycopg2 in the Python of the PostgreSQL server' % SERVER,
+                          hint='Install it (Debian and Ubuntu: apt-get install python3-psycopg2), or drop the option wire_url to use url.')
+            self.pg_module = psycopg2
+        return self.pg_module
 
     def mapping(self):
         """The options of the owner's user mapping for the server (tenant_id; user and password for the wire)."""
         rows = self.plpy.execute(self.plan('mapping', MAPPING_LOOKUP), [SERVER])
-        return dict(o.split('=', 1) for o in (rows[0]['options'] if len(rows) > 0 else None) or [] if '=' in o)
+        return name_values(rows[0]['options'] if len(rows) > 0 else None)
 
     def tenant_id(self):
         return self.mapping().get('tenant_id') or None
@@ -1812,6 +1819,11 @@ def header(head, name):
         return None
     start += len(name) + 3
     return head[start:head.find(b'\r\n', start)].strip()
+
+
+def name_values(options):
+    """A server's or user mapping's options (name=value strings, split as pg_options_to_table splits them)."""
+    return dict(o.split('=', 1) for o in options or [] if '=' in o)
 
 
 def b64(data):
