@@ -3,7 +3,7 @@
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ExecutionService } from '../src/core/execution-service.js';
-import type { ManyRunner } from '../src/pgwire/commands.js';
+import type { ItemsRunner } from '../src/workers/protocol.js';
 import { b64, PG_PASSWORD, PG_USER, TEST_VERSION, type WireWorld, wireWorld } from './support/pgwire.js';
 
 let world: WireWorld | undefined;
@@ -252,7 +252,7 @@ describe('many-value commands on the worker pool', () => {
     const seen: number[] = [];
     return {
       seen,
-      batches: (execution: ExecutionService): ManyRunner => ({
+      batches: (execution: ExecutionService): ItemsRunner => ({
         run: async (method, items) => {
           seen.push(items.length);
           await new Promise((resolve) => setTimeout(resolve, delayMs));

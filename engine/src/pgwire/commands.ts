@@ -5,7 +5,7 @@
 import type { AuditContext, AuditOperation } from '../core/audit.js';
 import { EngineError } from '../core/errors.js';
 import type { ExecutionService, ItemOutcome, ItemSuccess } from '../core/execution-service.js';
-import type { BatchMethod } from '../workers/protocol.js';
+import type { ItemsRunner } from '../workers/protocol.js';
 
 /** Column types of answers (PostgreSQL type OIDs). */
 export const TEXT = 25;
@@ -59,18 +59,10 @@ export const SQLSTATE = {
 
 export const UNKNOWN_COMMAND = 'unknown command; see docs/pgwire.md';
 
-/**
- * Who runs a *_many command's items: the crypto worker pool (workers/worker-pool.ts), which keeps small
- * batches on the main thread and spreads large ones over the workers under one snapshot.
- */
-export interface ManyRunner {
-  run(method: BatchMethod, items: readonly unknown[], size: (item: unknown) => number): Promise<unknown[]>;
-}
-
 export interface CommandContext {
   readonly execution: ExecutionService;
   /** Absent (SVC_WORKERS=1, tests): *_many commands run on the main thread, answered at once. */
-  readonly batches?: ManyRunner;
+  readonly batches?: ItemsRunner;
   readonly audit: AuditContext;
   readonly version: string;
   readonly service: string;
@@ -394,8 +386,10 @@ function noOp(query: string, keyword: string): Answer | undefined {
   return { kind: 'done', tag };
 }
 
-/** Answers one simple-query message. Never throws for any input. */
-/** The answer to one query; a *_many command on the worker pool answers later (a bug rejects, as it would throw). */
+/**
+ * Answers one simple-query message; a *_many command on the worker pool answers later. Never throws (nor
+ * rejects) for any input: only a bug does.
+ */
 export function runCommand(ctx: CommandContext, query: string): Answer | Promise<Answer> {
   let statement = query.replace(TRIM, '');
   if (statement.endsWith(';')) statement = statement.slice(0, -1).replace(TRIM, '');

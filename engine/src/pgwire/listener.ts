@@ -20,14 +20,15 @@ import {
 import type { Logger } from 'pino';
 import type { Limits, PgWireConfig } from '../config.js';
 import type { ExecutionService } from '../core/execution-service.js';
-import { type Answer, type ManyRunner, runCommand, SQLSTATE } from './commands.js';
+import type { ItemsRunner } from '../workers/protocol.js';
+import { type Answer, runCommand, SQLSTATE } from './commands.js';
 import { type FrameGuard, frameGuard, type GuardEvents, messageAssembler } from './frame-guard.js';
 import { answerMessages, errorMessage, parameterStatus, readyForQuery } from './messages.js';
 
 export interface PgWireOptions {
   readonly execution: ExecutionService;
   /** Runs large *_many commands on the crypto workers; absent: on the main thread. */
-  readonly batches?: ManyRunner;
+  readonly batches?: ItemsRunner;
   readonly config: PgWireConfig;
   readonly limits: Pick<Limits, 'bodyLimitBytes'>;
   readonly version: string;

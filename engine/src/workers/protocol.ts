@@ -17,6 +17,15 @@ export const BATCH_METHODS = [
 ] as const;
 export type BatchMethod = (typeof BATCH_METHODS)[number];
 
+/**
+ * Runs a batch method over items, every item under one snapshot, results in request order: the worker
+ * pool (small batches on the main thread, large ones in slices on the workers), or the main thread alone.
+ * Every transport's batches go through one (HTTP batches, the wire endpoint's *_many commands).
+ */
+export interface ItemsRunner {
+  run(method: BatchMethod, items: readonly unknown[], size: (item: unknown) => number): Promise<unknown[]>;
+}
+
 export interface WorkerInit {
   readonly limits: ExecutionLimits;
 }

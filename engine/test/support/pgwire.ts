@@ -5,7 +5,7 @@ import type { AuditEvent, AuditSink } from '../../src/core/audit.js';
 import { AuditTrail } from '../../src/core/audit.js';
 import { type ExecutionLimits, ExecutionService } from '../../src/core/execution-service.js';
 import { RuntimeCache } from '../../src/core/runtime-cache.js';
-import type { ManyRunner } from '../../src/pgwire/commands.js';
+import type { ItemsRunner } from '../../src/workers/protocol.js';
 import { type PgWireListener, startPgWire } from '../../src/pgwire/listener.js';
 import { DEFAULT_LIMITS, standardContent } from './fixtures.js';
 
@@ -46,7 +46,7 @@ export async function wireWorld(
     bodyLimitBytes?: number;
     configured?: boolean;
     /** Runs *_many commands (a stand-in for the worker pool), given the world's execution service. */
-    batches?: (execution: ExecutionService) => ManyRunner;
+    batches?: (execution: ExecutionService) => ItemsRunner;
   } = {},
 ): Promise<WireWorld> {
   const cache = new RuntimeCache();

@@ -4,7 +4,7 @@ import { Readable } from 'node:stream';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { errors } from '../../core/errors.js';
 import { ExecutionService, type ItemOutcome, type RawBytesItem } from '../../core/execution-service.js';
-import type { BatchMethod, FrameSlice, JsonSlice } from '../../workers/protocol.js';
+import type { BatchMethod, FrameSlice, ItemsRunner, JsonSlice } from '../../workers/protocol.js';
 import { BINARY_FRAME_TYPE, decodeRequestFrameInSteps, encodeResultItems, joinResponseFrame } from '../codecs/binary-frame.js';
 import { type BatchOperation, frameResults, originalData, resultObject } from '../batch-results.js';
 import { accepts, mediaType } from '../content-type.js';
@@ -84,8 +84,7 @@ export async function inSlices<T, R>(
  * Who runs a batch's items through the execution service: the main thread in slices (inThread), or
  * the crypto worker pool (workers/worker-pool.ts). Either way one snapshot serves the whole batch.
  */
-export interface BatchRunner {
-  run(method: BatchMethod, items: readonly unknown[], size: (item: unknown) => number): Promise<unknown[]>;
+export interface BatchRunner extends ItemsRunner {
   /** A JSON batch whose results are written as JSON text where they are made; undefined: use run(). */
   runJson?(
     operation: BatchOperation,
