@@ -1,5 +1,6 @@
-// A small HTTP proxy in front of the engine for fault tests: it counts requests per path and can be
-// switched to swallow requests without answering (a slow or hung engine) or to reset every connection.
+// A small HTTP proxy in front of the engine for fault tests: it counts requests per path (and the most in
+// flight at once), can hold answers back (a slow engine), and can be switched to swallow requests without
+// answering (a hung engine) or to reset every connection.
 import { createServer, type IncomingMessage, request, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 
@@ -12,6 +13,10 @@ export interface FaultProxy {
   readonly counts: Map<string, number>;
   /** TCP connections accepted so far. */
   readonly connections: () => number;
+  /** Every answer is held back this long before it is forwarded. */
+  delayMs: number;
+  /** The most requests in flight at once since it was last set to 0. */
+  peak: number;
   /** Closes every open client connection (as an engine restart would). */
   dropConnections(): void;
   close(): Promise<void>;
@@ -22,11 +27,14 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   const sockets = new Set<Socket>();
   const counts = new Map<string, number>();
   let accepted = 0;
+  let inFlight = 0;
   const proxy: FaultProxy = {
     url: '',
     mode: 'forward',
     counts,
     connections: () => accepted,
+    delayMs: 0,
+    peak: 0,
     dropConnections: () => {
       for (const socket of sockets) socket.destroy();
     },
@@ -44,11 +52,18 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
       req.socket.destroy();
       return;
     }
+    inFlight += 1;
+    proxy.peak = Math.max(proxy.peak, inFlight);
+    res.on('close', () => (inFlight -= 1));
     const forward = request(
       { host: upstream.hostname, port: upstream.port, path, method: req.method, headers: req.headers },
       (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
+        const pass = () => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        };
+        if (proxy.delayMs > 0) setTimeout(pass, proxy.delayMs);
+        else pass();
       },
     );
     forward.on('error', () => res.destroy());

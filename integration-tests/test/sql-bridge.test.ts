@@ -330,13 +330,52 @@ describe('engine faults', () => {
     }
   });
 
-  it('keeps one keep-alive connection per backend across calls', async () => {
+  it('keeps one keep-alive connection per backend across calls, and a second one for arrays of several chunks', async () => {
     const before = proxy.connections();
     await withClient(url, async (c) => {
       for (let i = 0; i < 10; i++) await c.query('SELECT svc_decrypt(svc_encrypt($1, $2))', [`v${i}`, POLICIES.random]);
       await c.query('SELECT svc_encrypt($1::text[], $2)', [['a', 'b'], POLICIES.random]);
+      expect(proxy.connections() - before).toBe(1);
+      await c.query("SET svc.batch_size = '2'");
+      for (let i = 0; i < 3; i++) await c.query('SELECT svc_encrypt($1::text[], $2)', [['a', 'b', 'c', 'd', 'e'], POLICIES.random]);
     });
-    expect(proxy.connections() - before).toBe(1);
+    expect(proxy.connections() - before).toBe(2);
+  });
+
+  it('keeps one chunk of an array in flight on each of its two connections, in order', async () => {
+    const values = Array.from({ length: 9 }, (_, i) => `chunked-${i}`);
+    proxy.delayMs = 100;
+    try {
+      proxy.peak = 0;
+      const back = await withClient(url, async (c) => {
+        await c.query("SET svc.batch_size = '2'");
+        const encrypted = (await c.query('SELECT svc_encrypt($1::text[], $2) AS v', [values, POLICIES.random])).rows[0].v;
+        expect(proxy.peak).toBe(2);
+        proxy.peak = 0;
+        await c.query('SELECT svc_encrypt($1, $2)', ['one', POLICIES.random]);
+        expect(proxy.peak).toBe(1);
+        return (await c.query('SELECT svc_decrypt($1::text[]) AS v', [encrypted])).rows[0].v;
+      });
+      expect(back).toEqual(values);
+    } finally {
+      proxy.delayMs = 0;
+    }
+  });
+
+  it('a failing chunk with the next one in flight: names the item, and the next call reads its own answers', async () => {
+    await withClient(url, async (c) => {
+      const good = (await c.query('SELECT svc_encrypt($1, $2) AS v', ['x', POLICIES.random])).rows[0].v as string;
+      await c.query("SET svc.batch_size = '2'");
+      const items = [good, good, good, 'garbage', good, good, good, good];
+      const error = await c.query('SELECT svc_decrypt($1::text[])', [items]).then(
+        () => undefined,
+        (e: pg.DatabaseError) => e,
+      );
+      expect(error).toMatchObject({ code: 'SV001', detail: 'item 4 of 8' });
+      const values = Array.from({ length: 7 }, (_, i) => `after-${i}`);
+      const back = (await c.query('SELECT svc_decrypt(svc_encrypt($1::text[], $2)) AS v', [values, POLICIES.random])).rows[0].v;
+      expect(back).toEqual(values);
+    });
   });
 
   it('reopens its connection once after the engine dropped it', async () => {

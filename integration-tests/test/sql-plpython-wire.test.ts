@@ -128,6 +128,52 @@ describe('over the wire endpoint', () => {
       expect(version).toMatchObject({ code: 'SV001', message: 'svc_encrypt: policyVersion must be a positive integer' });
     });
   });
+
+  it('sends the chunks of an array over two connections, one in flight on each; a failing chunk leaves no answer behind', async () => {
+    const proxy = await startStallingProxy(engine.pgPort as number, 20);
+    await pointAt(proxy.port);
+    try {
+      await asApp(async (c) => {
+        await c.query("SET svc.batch_size = '2'");
+        expect((await c.query<Row>('SELECT svc_encrypt($1, $2) AS v', ['one', POLICIES.random])).rows[0]?.v).toMatch(/^hub:/);
+        expect(proxy.open()).toBe(1);
+        const values = Array.from({ length: 9 }, (_, i) => `chunked-${i}`);
+        const encrypted = (await c.query<Row>('SELECT svc_encrypt($1::text[], $2) AS v', [values, POLICIES.random])).rows[0]?.v as string[];
+        expect(proxy.open()).toBe(2);
+        expect((await c.query<Row>('SELECT svc_decrypt($1::text[]) AS v', [encrypted])).rows[0]?.v).toEqual(values);
+
+        // Chunk 2 fails while chunk 3 is on its way on the other connection.
+        const items = [...encrypted.slice(0, 3), 'garbage', ...encrypted.slice(3)];
+        expect(await failure(c.query('SELECT svc_decrypt($1::text[])', [items]))).toMatchObject({ code: 'SV001', detail: 'item 4 of 10' });
+        expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1::text[], $2)) AS v', [values, POLICIES.random])).rows[0]?.v).toEqual(values);
+      });
+    } finally {
+      await pointAt(engine.pgPort as number);
+      await proxy.close();
+    }
+  });
+
+  it('goes on over one connection when the engine refuses a second one (SVC_PG_MAX_CONNECTIONS=1)', async () => {
+    const pgPort = await freePort();
+    const single = await startEngine({
+      bootstrap: testBootstrap(),
+      env: { SVC_PG_PORT: String(pgPort), SVC_PG_USER: 'svc', SVC_PG_PASSWORD: ENGINE_PASSWORD, SVC_PG_MAX_CONNECTIONS: '1' },
+    });
+    try {
+      await waitForPort(pgPort);
+      await pointAt(pgPort);
+      await asApp(async (c) => {
+        await c.query("SET svc.batch_size = '3'");
+        const values = Array.from({ length: 10 }, (_, i) => `single-${i}`);
+        for (let round = 0; round < 2; round++) {
+          expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1::text[], $2)) AS v', [values, POLICIES.random])).rows[0]?.v).toEqual(values);
+        }
+      });
+    } finally {
+      await pointAt(engine.pgPort as number);
+      await single.dispose();
+    }
+  });
 });
 
 describe('failures over the wire', () => {

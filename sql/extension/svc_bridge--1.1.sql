@@ -1070,12 +1070,12 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:bb292e4551ed')
+  py_prelude := replace($py$b = GD.get('svc_bridge:8d1d0a90c328')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:bb292e4551ed'] = m.Bridge(plpy)
+    b = GD['svc_bridge:8d1d0a90c328'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into binary-frame
 # requests to the engine's batch endpoints (docs/binary-frame.md), or, with the server option wire_url, into
@@ -1127,6 +1127,8 @@ MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024
 # While waiting for an answer, wake up this often to let PostgreSQL process a cancel or statement_timeout.
 INTERRUPT_SLICE_S = 0.05
+# Connections per transport and backend: an array of several chunks keeps one chunk in flight on each.
+LANES = 2
 
 # The binary frame, version 1 (docs/binary-frame.md); integers big-endian.
 MAGIC = b'SVCF'
@@ -1165,6 +1167,10 @@ class Unavailable(Exception):
     """The deadline passed while waiting for the engine's answer."""
 
 
+class LaneRefused(Exception):
+    """The second connection of a transport could not be opened."""
+
+
 class Settings:
     # ops: the operations API's endpoint (a Settings of its own; this one when the server has no ops_url).
     # wire: the libpq connection string of the engine's wire endpoint (option wire_url), or None for HTTP.
@@ -1179,14 +1185,16 @@ class Bridge:
         # first use, and never in a parallel worker, where a worker's wait is bounded by svc.timeout_ms.
         self.tick_plan = None
         self.parallel_worker = in_parallel_worker()
-        self.sock = None
-        self.conn_key = None
+        # Two connections of each transport ("lanes"): a call uses lane 0; an array of several chunks keeps
+        # one chunk in flight on each, so the backend prepares and reads one while the engine works on the other.
+        self.socks = [None] * LANES
+        self.sock_keys = [None] * LANES
         self.tls = None
         self.config_key = None
         self.config_value = None
         self.plans = {}
-        self.wire_conn = None
-        self.wire_key = None
+        self.wire_conns = [None] * LANES
+        self.wire_keys = [None] * LANES
         self.pg_module = None
 
     # ---- settings -------------------------------------------------------------------------------
@@ -1284,7 +1292,7 @@ class Bridge:
             self.config_value = self.settings(cfg)
             self.config_key = key
             # A wire connection to an endpoint the server no longer names is not kept open.
-            if self.wire_conn is not None and self.wire_key != self.config_value.wire:
+            if any(c is not None for c in self.wire_conns) and self.wire_keys[0] != self.config_value.wire:
                 self.wire_close()
         return self.config_value
 
@@ -1386,7 +1394,7 @@ class Bridge:
         data = value.encode('utf-8')
         if s.wire is not None:
             return self.wire_batch(s, op, policy, [data], 0, 1, False)[0]
-        return self.post_batch(s, op, self.policy_head(policy), [data], len(data), 0, 1)[0]
+        return self.post_batch(s, op, self.policy_head(policy), [data], 0, 1)[0]
 
     def run_array(self, cfg, op, values, policy):
         if values is None:
@@ -1396,9 +1404,9 @@ class Bridge:
         if not positions:
             return out
         s = self.config(cfg)
-        head = self.policy_head(policy) if s.wire is None else None
         data = [out[i].encode('utf-8') for i in positions]
         total = len(positions)
+        chunks = []
         start = 0
         while start < total:
             end = start
@@ -1410,14 +1418,47 @@ class Bridge:
                     break
                 size += n
                 end += 1
-            if s.wire is not None:
-                results = self.wire_batch(s, op, policy, data[start:end], start, total, True)
-            else:
-                results = self.post_batch(s, op, head, data[start:end], size, start, total)
-            for i, value in zip(positions[start:end], results):
-                out[i] = value
+            chunks.append((start, end))
             start = end
+        if s.wire is not None:
+            send = lambda lane, c: self.wire_send(s, lane, self.wire_command(op, policy, data[c[0]:c[1]], True))
+            finish = lambda lane, c, pending: self.wire_results(s, op, data[c[0]:c[1]], self.wire_finish(s, lane, 'svc_' + op, pending, c[0], total), True)
+        else:
+            head = self.policy_head(policy)
+            send = lambda lane, c: self.http_send(s, lane, self.frame_request(s, op, head, data[c[0]:c[1]]))
+            finish = lambda lane, c, pending: self.frame_results(s, op, c[1] - c[0], self.http_finish(s, lane, pending), c[0], total)
+        # One chunk in flight on each lane: chunk k goes on lane k % lanes, and is sent when chunk k - lanes
+        # has been read. Any failure closes every lane, so no answer still on its way is read as another call's.
+        lanes = 1
+        pending = [send(0, chunks[0])]
+        try:
+            if len(chunks) > 1:
+                second = self.open_lane(send, chunks[1])
+                if second is not None:
+                    lanes = 2
+                    pending.append(second)
+            for k, chunk in enumerate(chunks):
+                lane = k % lanes
+                results = finish(lane, chunk, pending[k])
+                if k + lanes < len(chunks):
+                    pending.append(send(lane, chunks[k + lanes]))
+                for i, value in zip(positions[chunk[0]:chunk[1]], results):
+                    out[i] = value
+        except BaseException:
+            if lanes > 1:
+                # The other lane's chunk may still be on its way.
+                self.close()
+                self.wire_close()
+            raise
         return out
+
+    def open_lane(self, send, chunk):
+        """`chunk` sent on lane 1; None when that connection cannot be opened (the engine's connection limit,
+        say): the array then goes on over lane 0 alone."""
+        try:
+            return send(1, chunk)
+        except LaneRefused:
+            return None
 
     def policy_head(self, policy):
         """The fields before an encrypt item's data length in a frame (none for decrypt and rewrap)."""
@@ -1429,8 +1470,13 @@ class Bridge:
             self.fail(ITEM_FAILED, 'svc_encrypt: the policy reference is longer than 65535 bytes')
         return ENCRYPT_HEAD.pack(kind, version or 0, len(ref)) + ref
 
-    def post_batch(self, s, op, head, data, size, offset, total):
+    def post_batch(self, s, op, head, data, offset, total):
         """One frame of len(data) items of operation `op`; returns the result texts in order or fails."""
+        request = self.frame_request(s, op, head, data)
+        return self.frame_results(s, op, len(data), self.http_finish(s, 0, self.http_send(s, 0, request)), offset, total)
+
+    def frame_request(self, s, op, head, data):
+        """The HTTP request of one frame of len(data) items of operation `op`."""
         count = len(data)
         parts = [FRAME_HEADER.pack(MAGIC, FRAME_VERSION, FRAME_OPS[op], 0, count)]
         if count == 1:
@@ -1439,8 +1485,12 @@ class Bridge:
             for d in data:
                 parts += (head, U32.pack(len(d)), d)
         body = b''.join(parts)
+        return self.request(s, 'POST', '/api/%s/batch' % op, body, FRAME_REQUEST_HEADERS % len(body))
+
+    def frame_results(self, s, op, count, answer, offset, total):
+        """The result texts of a frame's answer (status, body), in order, or the SQL error it stands for."""
+        status, raw = answer
         path = '/api/%s/batch' % op
-        status, raw = self.exchange(s, 'POST', path, body, FRAME_REQUEST_HEADERS % len(body))
         self.check_status(s, op, path, status, raw)
         try:
             return self.read_results(s, op, raw, count, offset, total)
@@ -1517,42 +1567,75 @@ class Bridge:
     # context: certificate and host name verified).
 
     def exchange(self, s, method, path, body, headers):
-        """One request on the backend's keep-alive connection; a broken reused connection is reopened once."""
-        deadline = time.monotonic() + s.timeout_s
-        key = (s.scheme, s.host, s.port)
+        """One request on the backend's keep-alive connection (lane 0): (status, body)."""
+        return self.http_finish(s, 0, self.http_send(s, 0, self.request(s, method, path, body, headers)))
+
+    def request(self, s, method, path, body, headers):
         host = '[%s]' % s.host if ':' in s.host else s.host
         if s.port != (443 if s.scheme == 'https' else 80):
             host += ':%d' % s.port
         request = ('%s %s%s HTTP/1.1\r\nHost: %s\r\n%s\r\n' % (method, s.base_path, path, host, headers)).encode('latin-1')
-        if body is not None:
-            request += body
+        return request + body if body is not None else request
+
+    def http_send(self, s, lane, request):
+        """Writes `request` on the lane's connection (opened if needed); the pending exchange for http_finish:
+        [request, deadline, whether the connection was reused, or None when it is still to be sent]."""
+        deadline = time.monotonic() + s.timeout_s
+        key = (s.scheme, s.host, s.port)
+        reused = self.socks[lane] is not None and self.sock_keys[lane] == key
+        try:
+            sock = self.connection(s, lane, key, deadline)
+            # A reused socket still carries the previous call's timeout; every call gets its own deadline.
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            sock.sendall(request)
+            return [request, deadline, reused]
+        except OSError as e:
+            if reused and not is_timeout(e):
+                # A reused connection that broke while idle: http_finish sends again on a new one.
+                self.close(lane)
+                return [request, deadline, None]
+            if lane > 0 and self.socks[lane] is None:
+                raise LaneRefused()
+            self.http_failed(s, e)
+        except BaseException:
+            self.close()
+            raise
+
+    def http_finish(self, s, lane, pending):
+        """The answer (status, body) to a request http_send wrote; a broken reused connection is reopened and
+        the request sent again, once."""
+        request, deadline, reused = pending
         for attempt in (0, 1):
-            reused = self.sock is not None and self.conn_key == key
             try:
-                sock = self.connection(s, key, deadline)
-                # A reused socket still carries the previous call's timeout; every call gets its own deadline.
-                sock.settimeout(max(deadline - time.monotonic(), 0.001))
-                sock.sendall(request)
-                return self.read_response(s, sock, deadline)
+                if reused is None:
+                    reused = False
+                    self.connection(s, lane, (s.scheme, s.host, s.port), deadline).sendall(request)
+                return self.read_response(s, lane, deadline)
             except Unavailable:
                 self.close()
                 self.fail(UNAVAILABLE, 'engine at %s did not answer within svc.timeout_ms (%d ms)' % (s.url, s.timeout_ms),
                           hint=ENGINE_CHECK_HINT)
             except OSError as e:
-                self.close()
-                if isinstance(e, TimeoutError) or 'timed out' in str(e):
-                    self.fail(UNAVAILABLE, 'engine at %s did not answer within svc.timeout_ms (%d ms)' % (s.url, s.timeout_ms), hint=ENGINE_CHECK_HINT)
-                if reused and attempt == 0 and time.monotonic() < deadline:
+                if reused and attempt == 0 and not is_timeout(e) and time.monotonic() < deadline:
+                    self.close(lane)
+                    reused = None
                     continue
-                self.fail(UNAVAILABLE, 'engine at %s is unreachable: %s' % (s.url, describe(e)), hint=ENGINE_CHECK_HINT)
+                self.http_failed(s, e)
             except BaseException:
                 # A cancel or statement_timeout (raised by the interrupt check), or an answer refused below,
-                # leaves the connection in an unknown state.
+                # leaves the connections in an unknown state.
                 self.close()
                 raise
         raise AssertionError('unreachable')
 
-    def read_response(self, s, sock, deadline):
+    def http_failed(self, s, error):
+        self.close()
+        if is_timeout(error):
+            self.fail(UNAVAILABLE, 'engine at %s did not answer within svc.timeout_ms (%d ms)' % (s.url, s.timeout_ms), hint=ENGINE_CHECK_HINT)
+        self.fail(UNAVAILABLE, 'engine at %s is unreachable: %s' % (s.url, describe(error)), hint=ENGINE_CHECK_HINT)
+
+    def read_response(self, s, lane, deadline):
+        sock = self.socks[lane]
         buf = b''
         while True:
             end = buf.find(b'\r\n\r\n')
@@ -1606,7 +1689,7 @@ class Bridge:
             close = True
             body = body[:length]
         if close:
-            self.close()
+            self.close(lane)
         return status, body
 
     def receive(self, sock, deadline, size):
@@ -1623,10 +1706,10 @@ class Bridge:
             raise ConnectionResetError('the engine closed the connection')
         return n
 
-    def connection(self, s, key, deadline):
-        if self.sock is not None and self.conn_key == key:
-            return self.sock
-        self.close()
+    def connection(self, s, lane, key, deadline):
+        if self.socks[lane] is not None and self.sock_keys[lane] == key:
+            return self.socks[lane]
+        self.close(lane)
         timeout = max(deadline - time.monotonic(), 0.001)
         sock = socket.create_connection((s.host, s.port), timeout=timeout)
         try:
@@ -1638,8 +1721,8 @@ class Bridge:
         except BaseException:
             sock.close()
             raise
-        self.sock = sock
-        self.conn_key = key
+        self.socks[lane] = sock
+        self.sock_keys[lane] = key
         return sock
 
     def wait_readable(self, sock, deadline):
@@ -1662,14 +1745,16 @@ class Bridge:
                     self.tick_plan = self.plpy.prepare('SELECT 1')
                 self.plpy.execute(self.tick_plan)
 
-    def close(self):
-        if self.sock is not None:
-            try:
-                self.sock.close()
-            except Exception:
-                pass
-        self.sock = None
-        self.conn_key = None
+    def close(self, lane=None):
+        """Closes the HTTP connection of `lane`, or of every lane."""
+        for k in range(LANES) if lane is None else (lane,):
+            if self.socks[k] is not None:
+                try:
+                    self.socks[k].close()
+                except Exception:
+                    pass
+            self.socks[k] = None
+            self.sock_keys[k] = None
 
     # ---- the wire endpoint ------------------------------------------------------------------------------
     # With option wire_url, the calls go to the engine's PostgreSQL wire endpoint (docs/pgwire.md) through
@@ -1680,13 +1765,19 @@ class Bridge:
 
     def wire_batch(self, s, op, policy, data, offset, total, many):
         """One command for `data` (UTF-8 values): svc_<op>[_many][_by_name]; the result texts in order."""
-        name = 'svc_%s%s' % (op, '_many' if many else '')
-        command = name
+        rows = self.wire_query(s, 'svc_' + op, self.wire_command(op, policy, data, many), offset, total)
+        return self.wire_results(s, op, data, rows, many)
+
+    def wire_command(self, op, policy, data, many):
+        command = 'svc_%s%s' % (op, '_many' if many else '')
         if policy is not None:
             kind, reference, version = policy
             ref = b64(reference.encode('utf-8'))
-            command = '%s_by_name %s %s' % (name, ref, version or '-') if kind == POLICY_NAME else '%s %s' % (name, ref)
-        rows = self.wire_query(s, 'svc_' + op, ' '.join([command] + [b64(d) for d in data]), offset, total)
+            command = '%s_by_name %s %s' % (command, ref, version or '-') if kind == POLICY_NAME else '%s %s' % (command, ref)
+        return ' '.join([command] + [b64(d) for d in data])
+
+    def wire_results(self, s, op, data, rows, many):
+        name = 'svc_%s%s' % (op, '_many' if many else '')
         if many:
             if len(rows) != len(data) or any(row[0] != k + 1 for k, row in enumerate(rows)):
                 self.fail(UNAVAILABLE, 'engine at %s answered %d rows to %s of %d values' % (s.wire, len(rows), name, len(data)), hint=WIRE_CHECK_HINT)
@@ -1696,26 +1787,57 @@ class Bridge:
         return [rows[0][0]]
 
     def wire_query(self, s, op, command, offset=0, total=1):
-        """The rows answering one command; a broken reused connection is reopened once."""
+        """The rows answering one command on lane 0."""
+        return self.wire_finish(s, 0, op, self.wire_send(s, 0, command), offset, total)
+
+    def wire_send(self, s, lane, command):
+        """Sends `command` on the lane's connection (opened if needed); the pending command for wire_finish:
+        [command, deadline, cursor or None when it is still to be sent, whether the connection was reused]."""
         pg = self.psycopg2()
         deadline = time.monotonic() + s.timeout_s
+        reused = self.wire_conns[lane] is not None and self.wire_keys[lane] == s.wire
+        try:
+            cursor = self.wire_connection(s, lane, deadline).cursor()
+            cursor.execute(command)
+            return [command, deadline, cursor, reused]
+        except pg.Error as e:
+            if reused and wire_broken(e):
+                # A reused connection that broke while idle: wire_finish sends again on a new one.
+                self.wire_close(lane)
+                return [command, deadline, None, False]
+            if lane > 0 and self.wire_conns[lane] is None:
+                raise LaneRefused()
+            self.wire_close()
+            self.fail(UNAVAILABLE, 'engine at %s is unreachable: %s' % (s.wire, first_line(e)), hint=WIRE_CHECK_HINT)
+        except Unavailable:
+            self.wire_close()
+            self.fail(UNAVAILABLE, 'engine at %s did not answer within svc.timeout_ms (%d ms)' % (s.wire, s.timeout_ms), hint=WIRE_CHECK_HINT)
+        except BaseException:
+            self.wire_close()
+            raise
+
+    def wire_finish(self, s, lane, op, pending, offset, total):
+        """The rows answering a command wire_send sent; a broken reused connection is reopened and the command
+        sent again, once."""
+        pg = self.psycopg2()
+        command, deadline, cursor, reused = pending
         for attempt in (0, 1):
-            reused = self.wire_conn is not None and self.wire_key == s.wire
             try:
-                conn = self.wire_connection(s, deadline)
-                cursor = conn.cursor()
-                cursor.execute(command)
-                self.wire_wait(conn, deadline)
+                if cursor is None:
+                    cursor = self.wire_connection(s, lane, deadline).cursor()
+                    cursor.execute(command)
+                self.wire_wait(self.wire_conns[lane], deadline)
                 return cursor.fetchall()
             except Unavailable:
                 self.wire_close()
                 self.fail(UNAVAILABLE, 'engine at %s did not answer within svc.timeout_ms (%d ms)' % (s.wire, s.timeout_ms), hint=WIRE_CHECK_HINT)
             except pg.Error as e:
-                code = e.pgcode
-                if code is None or code.startswith('08') or code in WIRE_BROKEN:
-                    self.wire_close()
+                if wire_broken(e):
+                    self.wire_close(lane)
                     if reused and attempt == 0 and time.monotonic() < deadline:
+                        cursor, reused = None, False
                         continue
+                    self.wire_close()
                     self.fail(UNAVAILABLE, 'engine at %s is unreachable: %s' % (s.wire, first_line(e)), hint=WIRE_CHECK_HINT)
                 self.wire_failed(s, op, e, offset, total)
             except BaseException:
@@ -1739,27 +1861,28 @@ class Bridge:
             self.fail(UNAVAILABLE, message, detail=detail, hint=ENGINE_CHECK_HINT)
         self.fail(UNAVAILABLE, 'engine at %s answered %s to %s: %s' % (s.wire, error.pgcode, op, message), hint=WIRE_CHECK_HINT)
 
-    def wire_connection(self, s, deadline):
-        if self.wire_conn is not None and self.wire_key == s.wire:
-            return self.wire_conn
-        self.wire_close()
+    def wire_connection(self, s, lane, deadline):
+        if self.wire_conns[lane] is not None and self.wire_keys[lane] == s.wire:
+            return self.wire_conns[lane]
+        self.wire_close(lane)
         pg = self.psycopg2()
         mapping = self.mapping()
         if not mapping.get('user') or not mapping.get('password'):
             self.fail(CONFIG, 'option wire_url of the foreign server %s needs a user and password in the user mapping of the owner of the svc functions'
                       % SERVER, hint=WIRE_MAPPING_HINT)
         try:
-            self.wire_conn = pg.connect(s.wire, user=mapping['user'], password=mapping['password'], application_name='svc_bridge', async_=True)
-            self.wire_key = s.wire
-            self.wire_wait(self.wire_conn, deadline)
+            conn = self.wire_conns[lane] = pg.connect(s.wire, user=mapping['user'], password=mapping['password'],
+                                                      application_name='svc_bridge', async_=True)
+            self.wire_keys[lane] = s.wire
+            self.wire_wait(conn, deadline)
         except pg.OperationalError as e:
-            self.wire_close()
+            self.wire_close(lane)
             text = str(e)
             if 'password authentication failed' in text or 'no password supplied' in text:
                 self.fail(CONFIG, 'the engine refused the credentials of the user mapping for server %s' % SERVER,
                           detail=text[text.find('password authentication failed'):].split('\n', 1)[0].strip() or None, hint=WIRE_MAPPING_HINT)
             raise
-        return self.wire_conn
+        return self.wire_conns[lane]
 
     def wire_wait(self, conn, deadline):
         """Until psycopg2 has finished the connection's current step (POLL_OK is 0, POLL_WRITE 2)."""
@@ -1769,14 +1892,16 @@ class Bridge:
                 return
             self.wait_for(conn.fileno(), deadline, state == 2)
 
-    def wire_close(self):
-        if self.wire_conn is not None:
-            try:
-                self.wire_conn.close()
-            except Exception:
-                pass
-        self.wire_conn = None
-        self.wire_key = None
+    def wire_close(self, lane=None):
+        """Closes the wire connection of `lane`, or of every lane."""
+        for k in range(LANES) if lane is None else (lane,):
+            if self.wire_conns[k] is not None:
+                try:
+                    self.wire_conns[k].close()
+                except Exception:
+                    pass
+            self.wire_conns[k] = None
+            self.wire_keys[k] = None
 
     def fail(self, sqlstate, message, detail=None, hint=None):
         kwargs = {'sqlstate': sqlstate}
@@ -1813,6 +1938,16 @@ def name_values(options):
 def b64(data):
     """A text argument of a wire command: standard base64 of the UTF-8 bytes, "-" for the empty string."""
     return base64.b64encode(data).decode('ascii') if data else '-'
+
+
+def is_timeout(error):
+    return isinstance(error, TimeoutError) or 'timed out' in str(error)
+
+
+def wire_broken(error):
+    """A psycopg2 error that leaves the connection unusable (no SQLSTATE, class 08, or the engine going away)."""
+    code = error.pgcode
+    return code is None or code.startswith('08') or code in WIRE_BROKEN
 
 
 def first_line(error):
