@@ -362,6 +362,19 @@ describe('engine faults', () => {
     }
   });
 
+  it('reopens both connections of an array once after the engine dropped them', async () => {
+    const values = Array.from({ length: 7 }, (_, i) => `dropped-${i}`);
+    await withClient(url, async (c) => {
+      await c.query("SET svc.batch_size = '2'");
+      const roundTrip = async () => (await c.query('SELECT svc_decrypt(svc_encrypt($1::text[], $2)) AS v', [values, POLICIES.random])).rows[0].v;
+      expect(await roundTrip()).toEqual(values);
+      const before = proxy.connections();
+      proxy.dropConnections();
+      expect(await roundTrip()).toEqual(values);
+      expect(proxy.connections() - before).toBe(2);
+    });
+  });
+
   it('a failing chunk with the next one in flight: names the item, and the next call reads its own answers', async () => {
     await withClient(url, async (c) => {
       const good = (await c.query('SELECT svc_encrypt($1, $2) AS v', ['x', POLICIES.random])).rows[0].v as string;
