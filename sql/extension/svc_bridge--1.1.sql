@@ -1070,12 +1070,12 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:8d1d0a90c328')
+  py_prelude := replace($py$b = GD.get('svc_bridge:9c5a90e4ea10')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:8d1d0a90c328'] = m.Bridge(plpy)
+    b = GD['svc_bridge:9c5a90e4ea10'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into binary-frame
 # requests to the engine's batch endpoints (docs/binary-frame.md), or, with the server option wire_url, into
@@ -1747,14 +1747,7 @@ class Bridge:
 
     def close(self, lane=None):
         """Closes the HTTP connection of `lane`, or of every lane."""
-        for k in range(LANES) if lane is None else (lane,):
-            if self.socks[k] is not None:
-                try:
-                    self.socks[k].close()
-                except Exception:
-                    pass
-            self.socks[k] = None
-            self.sock_keys[k] = None
+        drop(self.socks, self.sock_keys, lane)
 
     # ---- the wire endpoint ------------------------------------------------------------------------------
     # With option wire_url, the calls go to the engine's PostgreSQL wire endpoint (docs/pgwire.md) through
@@ -1894,14 +1887,7 @@ class Bridge:
 
     def wire_close(self, lane=None):
         """Closes the wire connection of `lane`, or of every lane."""
-        for k in range(LANES) if lane is None else (lane,):
-            if self.wire_conns[k] is not None:
-                try:
-                    self.wire_conns[k].close()
-                except Exception:
-                    pass
-            self.wire_conns[k] = None
-            self.wire_keys[k] = None
+        drop(self.wire_conns, self.wire_keys, lane)
 
     def fail(self, sqlstate, message, detail=None, hint=None):
         kwargs = {'sqlstate': sqlstate}
@@ -1938,6 +1924,18 @@ def name_values(options):
 def b64(data):
     """A text argument of a wire command: standard base64 of the UTF-8 bytes, "-" for the empty string."""
     return base64.b64encode(data).decode('ascii') if data else '-'
+
+
+def drop(conns, keys, lane):
+    """Closes the connection of `lane` in `conns` (sockets or psycopg2 connections), or every one."""
+    for k in range(LANES) if lane is None else (lane,):
+        if conns[k] is not None:
+            try:
+                conns[k].close()
+            except Exception:
+                pass
+        conns[k] = None
+        keys[k] = None
 
 
 def is_timeout(error):

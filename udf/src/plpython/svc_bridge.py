@@ -668,14 +668,7 @@ class Bridge:
 
     def close(self, lane=None):
         """Closes the HTTP connection of `lane`, or of every lane."""
-        for k in range(LANES) if lane is None else (lane,):
-            if self.socks[k] is not None:
-                try:
-                    self.socks[k].close()
-                except Exception:
-                    pass
-            self.socks[k] = None
-            self.sock_keys[k] = None
+        drop(self.socks, self.sock_keys, lane)
 
     # ---- the wire endpoint ------------------------------------------------------------------------------
     # With option wire_url, the calls go to the engine's PostgreSQL wire endpoint (docs/pgwire.md) through
@@ -815,14 +808,7 @@ class Bridge:
 
     def wire_close(self, lane=None):
         """Closes the wire connection of `lane`, or of every lane."""
-        for k in range(LANES) if lane is None else (lane,):
-            if self.wire_conns[k] is not None:
-                try:
-                    self.wire_conns[k].close()
-                except Exception:
-                    pass
-            self.wire_conns[k] = None
-            self.wire_keys[k] = None
+        drop(self.wire_conns, self.wire_keys, lane)
 
     def fail(self, sqlstate, message, detail=None, hint=None):
         kwargs = {'sqlstate': sqlstate}
@@ -859,6 +845,18 @@ def name_values(options):
 def b64(data):
     """A text argument of a wire command: standard base64 of the UTF-8 bytes, "-" for the empty string."""
     return base64.b64encode(data).decode('ascii') if data else '-'
+
+
+def drop(conns, keys, lane):
+    """Closes the connection of `lane` in `conns` (sockets or psycopg2 connections), or every one."""
+    for k in range(LANES) if lane is None else (lane,):
+        if conns[k] is not None:
+            try:
+                conns[k].close()
+            except Exception:
+                pass
+        conns[k] = None
+        keys[k] = None
 
 
 def is_timeout(error):
