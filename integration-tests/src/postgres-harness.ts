@@ -292,6 +292,16 @@ export async function withClient<T>(url: string, use: (client: pg.Client) => Pro
   }
 }
 
+/** The error a statement (or any promise) was expected to fail with; throws when it succeeded. */
+export async function sqlFailure(statement: Promise<unknown>): Promise<pg.DatabaseError> {
+  try {
+    await statement;
+  } catch (error) {
+    return error as pg.DatabaseError;
+  }
+  throw new Error('the statement was expected to fail');
+}
+
 /** The binaries directory of the server's version (for pg_dump / psql), when they exist on this machine. */
 export async function clientBinDir(url: string): Promise<string | undefined> {
   const major = await withClient(

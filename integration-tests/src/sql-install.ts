@@ -35,6 +35,22 @@ export async function uninstall(url: string, settings: Record<string, string> = 
   });
 }
 
+/**
+ * An ordinary application role (LOGIN, not a superuser) granted svc_user, created anew in the database at
+ * `url`; returns the same URL logged in as that role.
+ */
+export async function createAppRole(url: string, role: string, password: string): Promise<string> {
+  await withClient(url, async (c) => {
+    await c.query(`DROP ROLE IF EXISTS ${role}`);
+    await c.query(`CREATE ROLE ${role} LOGIN NOSUPERUSER PASSWORD '${password}'`);
+    await c.query(`GRANT svc_user TO ${role}`);
+  });
+  const asRole = new URL(url);
+  asRole.username = role;
+  asRole.password = password;
+  return asRole.toString();
+}
+
 export interface EngineAddress {
   /** The execution API, `http://host:port`. */
   readonly url: string;

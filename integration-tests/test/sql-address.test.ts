@@ -8,7 +8,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { IMPLS } from '../../udf/src/build/sql-surface.js';
 import { type RunningEngine, startEngine } from '../src/engine-process.js';
-import { createDatabase, dropDatabase, withClient } from '../src/postgres-harness.js';
+import { createDatabase, dropDatabase, sqlFailure, withClient } from '../src/postgres-harness.js';
 import { applyMigrations, migrationPaths, setEngineServer } from '../src/sql-install.js';
 import { POLICIES, testBootstrap } from '../src/test-policies.js';
 import { startTrap, type TrapListener } from '../src/trap-listener.js';
@@ -28,15 +28,6 @@ type Row = Record<string, any>;
 
 const asAdmin = <T>(use: (c: pg.Client) => Promise<T>) => withClient(url, use);
 const asApp = <T>(use: (c: pg.Client) => Promise<T>) => withClient(appUrl, use);
-
-async function failure(query: Promise<unknown>): Promise<pg.DatabaseError> {
-  try {
-    await query;
-  } catch (error) {
-    return error as pg.DatabaseError;
-  }
-  throw new Error('the statement was expected to fail');
-}
 
 async function roundTrip(c: pg.Client, value: string): Promise<void> {
   const enc = (await c.query<Row>('SELECT svc_encrypt($1, $2) AS c', [value, POLICIES.random])).rows[0]?.c as string;
@@ -96,7 +87,7 @@ describe('the engine address belongs to the DBA', () => {
           const args = types.map((t, i) =>
             i === types.length - 1 ? `ARRAY['${elsewhere}', '5000', '1000', NULL, '${elsewhere}', 'svc_bridge_fdw']` : `NULL::${t}`,
           );
-          const denied = await failure(c.query(`SELECT ${f.name}(${args.join(', ')})`));
+          const denied = await sqlFailure(c.query(`SELECT ${f.name}(${args.join(', ')})`));
           expect(denied.code, f.name).toBe('42501');
         }
         // The server: only its owner may change it; no other server, wrapper, mapping or function of its own.
@@ -109,7 +100,7 @@ describe('the engine address belongs to the DBA', () => {
           `CREATE FUNCTION pg_temp.evil() RETURNS text LANGUAGE plpython3u AS $$ return '${elsewhere}' $$`,
           'GRANT USAGE ON FOREIGN DATA WRAPPER svc_bridge_fdw TO PUBLIC',
         ]) {
-          const denied = await failure(c.query(statement));
+          const denied = await sqlFailure(c.query(statement));
           expect(denied.code, statement).toBe('42501');
         }
         // Shadowing catalog names with temporary objects changes nothing (pinned search_path).
@@ -183,7 +174,7 @@ describe('a missing or wrong server', () => {
       await c.query('BEGIN');
       try {
         await c.query(change);
-        return await failure(c.query("SELECT svc_encrypt('x', 'PII_EMAIL')"));
+        return await sqlFailure(c.query("SELECT svc_encrypt('x', 'PII_EMAIL')"));
       } finally {
         await c.query('ROLLBACK');
       }

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { BINARY_FRAME_TYPE, decodeResponseFrame, encodeRequestFrame } from '../../engine/src/http/codecs/binary-frame.js';
 import { type RunningEngine, startEngine } from '../src/engine-process.js';
 import { type FaultProxy, startFaultProxy } from '../src/fault-proxy.js';
-import { createDatabase, dropDatabase, withClient } from '../src/postgres-harness.js';
+import { createDatabase, dropDatabase, sqlFailure, withClient } from '../src/postgres-harness.js';
 import { applyMigrations, setEngineServer } from '../src/sql-install.js';
 import { POLICIES, POLICY_NAME, testBootstrap } from '../src/test-policies.js';
 
@@ -380,10 +380,7 @@ describe('engine faults', () => {
       const good = (await c.query('SELECT svc_encrypt($1, $2) AS v', ['x', POLICIES.random])).rows[0].v as string;
       await c.query("SET svc.batch_size = '2'");
       const items = [good, good, good, 'garbage', good, good, good, good];
-      const error = await c.query('SELECT svc_decrypt($1::text[])', [items]).then(
-        () => undefined,
-        (e: pg.DatabaseError) => e,
-      );
+      const error = await sqlFailure(c.query('SELECT svc_decrypt($1::text[])', [items]));
       expect(error).toMatchObject({ code: 'SV001', detail: 'item 4 of 8' });
       const values = Array.from({ length: 7 }, (_, i) => `after-${i}`);
       const back = (await c.query('SELECT svc_decrypt(svc_encrypt($1::text[], $2)) AS v', [values, POLICIES.random])).rows[0].v;

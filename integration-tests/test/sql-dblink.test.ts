@@ -7,8 +7,8 @@ import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type RunningEngine, startEngine } from '../src/engine-process.js';
-import { clientBinDir, createDatabase, dropDatabase, freePort, withClient } from '../src/postgres-harness.js';
-import { applyMigrations, migrationPaths, runTool, setDblinkServer, uninstall } from '../src/sql-install.js';
+import { clientBinDir, createDatabase, dropDatabase, freePort, sqlFailure, withClient } from '../src/postgres-harness.js';
+import { applyMigrations, createAppRole, migrationPaths, runTool, setDblinkServer, uninstall } from '../src/sql-install.js';
 import { startTrap } from '../src/trap-listener.js';
 import { startStallingProxy, waitForPort } from '../src/tcp-proxy.js';
 import { POLICIES, POLICY_NAME, testBootstrap } from '../src/test-policies.js';
@@ -36,15 +36,6 @@ function asAdmin<T>(use: (c: pg.Client) => Promise<T>): Promise<T> {
   return withClient(url, use);
 }
 
-async function failure(promise: Promise<unknown>): Promise<pg.DatabaseError> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as pg.DatabaseError;
-  }
-  throw new Error('the statement was expected to fail');
-}
-
 /**
  * Restarts the engine and waits for its wire endpoint: the engine answers GET /api/health (what the
  * process harness waits for) a moment before the wire listener is up.
@@ -64,19 +55,13 @@ beforeAll(async () => {
   await applyMigrations(url, { 'svc.bridge': 'dblink' });
   // What the DBA does once (docs/sql.md): the engine's address and the credentials.
   await setDblinkServer(url, { port: pgPort, password: ENGINE_PASSWORD });
+  appUrl = await createAppRole(url, APP, APP_PASSWORD);
   await asAdmin(async (c) => {
-    await c.query(`DROP ROLE IF EXISTS ${APP}`);
-    await c.query(`CREATE ROLE ${APP} LOGIN NOSUPERUSER PASSWORD '${APP_PASSWORD}'`);
-    await c.query(`GRANT svc_user TO ${APP}`);
     await c.query('CREATE TABLE customers (id int PRIMARY KEY, email text)');
     await c.query(`GRANT ALL ON customers TO ${APP}`);
     await c.query('CREATE TABLE audit_copy (v text)');
     await c.query(`GRANT ALL ON audit_copy TO ${APP}`);
   });
-  const asRole = new URL(url);
-  asRole.username = APP;
-  asRole.password = APP_PASSWORD;
-  appUrl = asRole.toString();
 });
 
 afterAll(async () => {
@@ -158,15 +143,15 @@ describe('the dblink bridge as an ordinary role', () => {
 
   it('raises the engine errors with the bridge SQLSTATEs', async () => {
     await asApp(async (c) => {
-      const unknown = await failure(c.query("SELECT svc_encrypt('x', 'NO_SUCH_POLICY')"));
+      const unknown = await sqlFailure(c.query("SELECT svc_encrypt('x', 'NO_SUCH_POLICY')"));
       expect(unknown.code).toBe('SV001');
       expect(unknown.message).toBe('svc_encrypt: policy not found: NO_SUCH_POLICY');
-      const tampered = await failure(c.query("SELECT svc_decrypt('hub:PII_EMAIL:AAAA')"));
+      const tampered = await sqlFailure(c.query("SELECT svc_decrypt('hub:PII_EMAIL:AAAA')"));
       expect(tampered.code).toBe('SV001');
       expect(tampered.message).toMatch(/^svc_decrypt: /);
       // The session's connection is still usable after an error.
       expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', ['ok', POLICIES.random])).rows[0]?.v).toBe('ok');
-      const badSetting = await failure(c.query("SET svc.timeout_ms = 'soon'; SELECT svc_encrypt('x', 'PII_EMAIL')"));
+      const badSetting = await sqlFailure(c.query("SET svc.timeout_ms = 'soon'; SELECT svc_encrypt('x', 'PII_EMAIL')"));
       expect(badSetting.code).toBe('SV003');
       expect(badSetting.message).toContain('svc.timeout_ms');
     });
@@ -182,7 +167,7 @@ describe('the dblink bridge as an ordinary role', () => {
       expect(dec).toEqual(values);
       expect((await c.query<Row>("SELECT svc_encrypt('{}'::text[], 'PII_EMAIL') AS v")).rows[0]?.v).toEqual([]);
       // One bad element fails the whole call; DETAIL counts over the whole array.
-      const bad = await failure(c.query('SELECT svc_decrypt($1::text[])', [[enc[0], enc[2], enc[3], enc[4], 'not a ciphertext']]));
+      const bad = await sqlFailure(c.query('SELECT svc_decrypt($1::text[])', [[enc[0], enc[2], enc[3], enc[4], 'not a ciphertext']]));
       expect(bad.code).toBe('SV001');
       expect(bad.detail).toBe('item 5 of 5');
     });
@@ -201,7 +186,7 @@ describe('the dblink bridge as an ordinary role', () => {
       // Item 7 of the non-NULL values is bad: its chunk fails while the next one is already with the engine.
       const nonNull = enc.filter((v): v is string => v !== null);
       const tampered = [...nonNull.slice(0, 6), 'hub:PII_EMAIL:AAAA', ...nonNull.slice(7)];
-      const bad = await failure(c.query('SELECT svc_decrypt($1::text[])', [tampered]));
+      const bad = await sqlFailure(c.query('SELECT svc_decrypt($1::text[])', [tampered]));
       expect(bad.code).toBe('SV001');
       expect(bad.message).toMatch(/^svc_decrypt: /);
       expect(bad.detail).toBe(`item 7 of ${nonNull.length}`);
@@ -271,12 +256,12 @@ describe('failures', () => {
       try {
         // statement_timeout far above svc.timeout_ms: the bridge must give up first, with its own error.
         await c.query("SET svc.timeout_ms = '3000'; SET statement_timeout = '60s'");
-        const down = await failure(c.query("INSERT INTO audit_copy SELECT svc_encrypt('v' || i, 'PII_EMAIL') FROM generate_series(1, 50) i"));
+        const down = await sqlFailure(c.query("INSERT INTO audit_copy SELECT svc_encrypt('v' || i, 'PII_EMAIL') FROM generate_series(1, 50) i"));
         expect(down.code).toBe('SV002');
         expect(down.message).toBe('svc_encrypt: engine at foreign server svc_engine is unreachable');
         // CONTEXT names the function called, not the bridge's internal functions.
         expect(down.where).toMatch(/^PL\/pgSQL function svc_encrypt\(text,text\) line \d+ at RAISE$/);
-        const downArray = await failure(c.query("SELECT svc_encrypt(ARRAY['a', 'b'], 'PII_EMAIL')"));
+        const downArray = await sqlFailure(c.query("SELECT svc_encrypt(ARRAY['a', 'b'], 'PII_EMAIL')"));
         expect(downArray.code).toBe('SV002');
         expect((await c.query<Row>('SELECT count(*)::int AS n FROM audit_copy')).rows[0]?.n).toBe(0);
       } finally {
@@ -298,7 +283,7 @@ describe('failures', () => {
         await warm('warm');
         proxy.stall(true);
         await c.query("SET svc.timeout_ms = '500'; SET statement_timeout = '60s'");
-        const hung = await failure(c.query("INSERT INTO audit_copy SELECT svc_encrypt('v' || i, 'PII_EMAIL') FROM generate_series(1, 5) i"));
+        const hung = await sqlFailure(c.query("INSERT INTO audit_copy SELECT svc_encrypt('v' || i, 'PII_EMAIL') FROM generate_series(1, 5) i"));
         expect(hung.code).toBe('SV002');
         expect(hung.message).toBe('svc_encrypt: engine at foreign server svc_engine did not answer within svc.timeout_ms (500 ms)');
         proxy.stall(false);
@@ -307,7 +292,7 @@ describe('failures', () => {
 
         proxy.stall(true);
         await c.query("SET svc.timeout_ms = '60000'; SET statement_timeout = '300ms'");
-        const cancelled = await failure(c.query("SELECT svc_encrypt('v', 'PII_EMAIL')"));
+        const cancelled = await sqlFailure(c.query("SELECT svc_encrypt('v', 'PII_EMAIL')"));
         expect(cancelled.code).toBe('57014');
         proxy.stall(false);
         await c.query('RESET statement_timeout');
@@ -321,14 +306,14 @@ describe('failures', () => {
         await warmMany();
         proxy.stall(true);
         await c.query("SET svc.timeout_ms = '500'");
-        const hungMany = await failure(c.query('SELECT svc_encrypt($1::text[], $2)', [many, POLICIES.random]));
+        const hungMany = await sqlFailure(c.query('SELECT svc_encrypt($1::text[], $2)', [many, POLICIES.random]));
         expect(hungMany.code).toBe('SV002');
         expect(hungMany.message).toBe('svc_encrypt: engine at foreign server svc_engine did not answer within svc.timeout_ms (500 ms)');
         proxy.stall(false);
         await warmMany();
         proxy.stall(true);
         await c.query("SET svc.timeout_ms = '60000'; SET statement_timeout = '300ms'");
-        expect((await failure(c.query('SELECT svc_encrypt($1::text[], $2)', [many, POLICIES.random]))).code).toBe('57014');
+        expect((await sqlFailure(c.query('SELECT svc_encrypt($1::text[], $2)', [many, POLICIES.random]))).code).toBe('57014');
         proxy.stall(false);
         await c.query('RESET statement_timeout');
         await warmMany();
@@ -365,7 +350,7 @@ describe('failures', () => {
   it('refuses a wrong password in the user mapping with a clear error', async () => {
     await asAdmin((c) => c.query("ALTER USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (SET password 'wrong-password')"));
     try {
-      const error = await asApp((c) => failure(c.query("SELECT svc_encrypt('x', 'PII_EMAIL')")));
+      const error = await asApp((c) => sqlFailure(c.query("SELECT svc_encrypt('x', 'PII_EMAIL')")));
       expect(error.code).toBe('SV003');
       expect(error.message).toBe('svc_encrypt: the engine refused the credentials of the user mapping for server svc_engine');
       expect(error.detail).toContain('password authentication failed for user "svc"');
@@ -400,7 +385,7 @@ describe('the engine address belongs to the DBA', () => {
           `SELECT dblink_connect_u('svc_engine', '${elsewhere}')`,
           'SELECT * FROM dblink(\'svc_engine\', \'svc_health\') AS t(a text, b text, c text)',
         ]) {
-          const denied = await failure(c.query(statement));
+          const denied = await sqlFailure(c.query(statement));
           expect(denied.code, statement).toBe('42501');
         }
         // The internal functions: not executable, and none takes an address.
@@ -410,13 +395,13 @@ describe('the engine address belongs to the DBA', () => {
           'SELECT svc__dblink_connect(\'svc_encrypt\')',
           'SELECT svc__dblink_setting(\'svc.timeout_ms\', 1, 2)',
         ]) {
-          expect((await failure(c.query(statement))).code, statement).toBe('42501');
+          expect((await sqlFailure(c.query(statement))).code, statement).toBe('42501');
         }
-        const http = await failure(c.query(`SELECT svc__encrypt('secret-3', 'PII_EMAIL', ARRAY['http://127.0.0.1:${trap.port}', '5000', '1000', NULL])`));
+        const http = await sqlFailure(c.query(`SELECT svc__encrypt('secret-3', 'PII_EMAIL', ARRAY['http://127.0.0.1:${trap.port}', '5000', '1000', NULL])`));
         expect(http.code).toBe('42883');
         // Another server or a user mapping of its own: no privilege on the wrapper or the server.
-        expect((await failure(c.query(`CREATE SERVER evil FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '127.0.0.1', port '${trap.port}')`))).code).toBe('42501');
-        expect((await failure(c.query('CREATE USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (user \'x\', password \'x\')'))).code).toBe('42501');
+        expect((await sqlFailure(c.query(`CREATE SERVER evil FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '127.0.0.1', port '${trap.port}')`))).code).toBe('42501');
+        expect((await sqlFailure(c.query('CREATE USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (user \'x\', password \'x\')'))).code).toBe('42501');
         // Shadowing catalog names with temporary objects changes nothing (pinned search_path).
         await c.query('CREATE TEMP TABLE pg_foreign_server (srvname name, srvoptions text[])');
         await c.query(`INSERT INTO pg_temp.pg_foreign_server VALUES ('svc_engine', ARRAY['host=127.0.0.1', 'port=${trap.port}'])`);

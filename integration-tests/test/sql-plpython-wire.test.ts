@@ -6,8 +6,8 @@ import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type RunningEngine, startEngine } from '../src/engine-process.js';
-import { createDatabase, dropDatabase, freePort, withClient } from '../src/postgres-harness.js';
-import { applyMigrations, setEngineServer } from '../src/sql-install.js';
+import { createDatabase, dropDatabase, freePort, sqlFailure, withClient } from '../src/postgres-harness.js';
+import { applyMigrations, createAppRole, setEngineServer } from '../src/sql-install.js';
 import { startStallingProxy, waitForPort } from '../src/tcp-proxy.js';
 import { POLICIES, POLICY_NAME, testBootstrap } from '../src/test-policies.js';
 import { eventually } from '../src/engine-client.js';
@@ -28,15 +28,6 @@ type Row = Record<string, any>;
 const asApp = <T>(use: (c: pg.Client) => Promise<T>) => withClient(appUrl, use);
 const asAdmin = <T>(use: (c: pg.Client) => Promise<T>) => withClient(url, use);
 
-async function failure(promise: Promise<unknown>): Promise<pg.DatabaseError> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as pg.DatabaseError;
-  }
-  throw new Error('the statement was expected to fail');
-}
-
 /** The server and user mapping a DBA creates for the wire transport, the wire endpoint at `port`. */
 function pointAt(port: number, password = ENGINE_PASSWORD): Promise<void> {
   return setEngineServer(url, { url: engine.url, wire: { url: `postgresql://127.0.0.1:${port}/svc`, user: 'svc', password } });
@@ -52,17 +43,11 @@ beforeAll(async () => {
   url = await createDatabase(adminUrl, DB);
   await applyMigrations(url);
   await pointAt(pgPort);
+  appUrl = await createAppRole(url, APP, APP_PASSWORD);
   await asAdmin(async (c) => {
-    await c.query(`DROP ROLE IF EXISTS ${APP}`);
-    await c.query(`CREATE ROLE ${APP} LOGIN NOSUPERUSER PASSWORD '${APP_PASSWORD}'`);
-    await c.query(`GRANT svc_user TO ${APP}`);
     await c.query('CREATE TABLE written (v text)');
     await c.query(`GRANT ALL ON written TO ${APP}`);
   });
-  const asRole = new URL(url);
-  asRole.username = APP;
-  asRole.password = APP_PASSWORD;
-  appUrl = asRole.toString();
 });
 
 afterAll(async () => {
@@ -118,13 +103,13 @@ describe('over the wire endpoint', () => {
 
   it('raises the engine errors with their SQLSTATE, and names the failing element over the whole array', async () => {
     await asApp(async (c) => {
-      const unknown = await failure(c.query("SELECT svc_encrypt('x', 'NO_SUCH_POLICY')"));
+      const unknown = await sqlFailure(c.query("SELECT svc_encrypt('x', 'NO_SUCH_POLICY')"));
       expect(unknown).toMatchObject({ code: 'SV001', message: 'svc_encrypt: policy not found: NO_SUCH_POLICY' });
       const good = (await c.query<Row>('SELECT svc_encrypt($1, $2) AS v', ['x', POLICIES.random])).rows[0]?.v;
       await c.query("SET svc.batch_size = '2'");
-      const inArray = await failure(c.query('SELECT svc_decrypt($1::text[])', [[good, null, good, good, 'garbage']]));
+      const inArray = await sqlFailure(c.query('SELECT svc_decrypt($1::text[])', [[good, null, good, good, 'garbage']]));
       expect(inArray).toMatchObject({ code: 'SV001', message: 'svc_decrypt: malformed ciphertext', detail: 'item 4 of 4' });
-      const version = await failure(c.query('SELECT svc_encrypt_by_name($1, $2, 0)', ['x', POLICY_NAME]));
+      const version = await sqlFailure(c.query('SELECT svc_encrypt_by_name($1, $2, 0)', ['x', POLICY_NAME]));
       expect(version).toMatchObject({ code: 'SV001', message: 'svc_encrypt: policyVersion must be a positive integer' });
     });
   });
@@ -144,7 +129,7 @@ describe('over the wire endpoint', () => {
 
         // Chunk 2 fails while chunk 3 is on its way on the other connection.
         const items = [...encrypted.slice(0, 3), 'garbage', ...encrypted.slice(3)];
-        expect(await failure(c.query('SELECT svc_decrypt($1::text[])', [items]))).toMatchObject({ code: 'SV001', detail: 'item 4 of 10' });
+        expect(await sqlFailure(c.query('SELECT svc_decrypt($1::text[])', [items]))).toMatchObject({ code: 'SV001', detail: 'item 4 of 10' });
         expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1::text[], $2)) AS v', [values, POLICIES.random])).rows[0]?.v).toEqual(values);
       });
     } finally {
@@ -188,7 +173,7 @@ describe('failures over the wire', () => {
       await engine.stop();
       try {
         await c.query("SET svc.timeout_ms = '3000'; SET statement_timeout = '60s'");
-        const down = await failure(c.query("INSERT INTO written SELECT svc_encrypt('v' || i, 'PII_EMAIL') FROM generate_series(1, 20) i"));
+        const down = await sqlFailure(c.query("INSERT INTO written SELECT svc_encrypt('v' || i, 'PII_EMAIL') FROM generate_series(1, 20) i"));
         expect(down.code).toBe('SV002');
         expect(down.message).toContain(`engine at postgresql://127.0.0.1:${engine.pgPort}/svc is unreachable`);
         expect(down.where).toMatch(/^PL\/pgSQL function public\.svc_encrypt\(text,text\) line \d+ at RAISE$/);
@@ -211,14 +196,14 @@ describe('failures over the wire', () => {
         await warm('warm');
         proxy.stall(true);
         await c.query("SET svc.timeout_ms = '500'; SET statement_timeout = '60s'");
-        const hung = await failure(c.query("SELECT svc_encrypt('v', 'PII_EMAIL')"));
+        const hung = await sqlFailure(c.query("SELECT svc_encrypt('v', 'PII_EMAIL')"));
         expect(hung).toMatchObject({ code: 'SV002', message: `engine at postgresql://127.0.0.1:${proxy.port}/svc did not answer within svc.timeout_ms (500 ms)` });
         proxy.stall(false);
         await warm('after a timeout');
 
         proxy.stall(true);
         await c.query("SET svc.timeout_ms = '60000'; SET statement_timeout = '300ms'");
-        expect((await failure(c.query("SELECT svc_encrypt('v', 'PII_EMAIL')"))).code).toBe('57014');
+        expect((await sqlFailure(c.query("SELECT svc_encrypt('v', 'PII_EMAIL')"))).code).toBe('57014');
         proxy.stall(false);
         await c.query('RESET statement_timeout');
         await warm('after a cancel');
@@ -250,22 +235,22 @@ describe('failures over the wire', () => {
   it('refuses a wrong password, a missing mapping and credentials in wire_url with SV003, never showing the password', async () => {
     try {
       await pointAt(engine.pgPort as number, 'wrong-password');
-      const wrong = await asApp((c) => failure(c.query("SELECT svc_encrypt('v', 'PII_EMAIL')")));
+      const wrong = await asApp((c) => sqlFailure(c.query("SELECT svc_encrypt('v', 'PII_EMAIL')")));
       expect(wrong).toMatchObject({ code: 'SV003', message: 'the engine refused the credentials of the user mapping for server svc_engine' });
       expect(wrong.detail).toContain('password authentication failed for user "svc"');
       expect(`${wrong.message} ${wrong.detail} ${wrong.hint}`).not.toContain('wrong-password');
 
       await asAdmin((c) => c.query('DROP USER MAPPING FOR CURRENT_USER SERVER svc_engine'));
-      const missing = await asApp((c) => failure(c.query("SELECT svc_encrypt('v', 'PII_EMAIL')")));
+      const missing = await asApp((c) => sqlFailure(c.query("SELECT svc_encrypt('v', 'PII_EMAIL')")));
       expect(missing.code).toBe('SV003');
       expect(missing.hint).toContain('CREATE USER MAPPING');
 
       await asAdmin((c) => c.query(`ALTER SERVER svc_engine OPTIONS (SET wire_url 'postgresql://svc:${ENGINE_PASSWORD}@127.0.0.1:${engine.pgPort}/svc')`));
-      const inUrl = await asApp((c) => failure(c.query("SELECT svc_encrypt('v', 'PII_EMAIL')")));
+      const inUrl = await asApp((c) => sqlFailure(c.query("SELECT svc_encrypt('v', 'PII_EMAIL')")));
       expect(inUrl).toMatchObject({ code: 'SV003', message: 'option wire_url of the foreign server svc_engine must not hold a user or password' });
       expect(`${inUrl.message} ${inUrl.detail} ${inUrl.hint}`).not.toContain(ENGINE_PASSWORD);
       await asAdmin((c) => c.query(`ALTER SERVER svc_engine OPTIONS (SET wire_url 'host=127.0.0.1 port=${engine.pgPort} dbname=svc sslpassword=key-secret')`));
-      const keyPassword = await asApp((c) => failure(c.query("SELECT svc_encrypt('v', 'PII_EMAIL')")));
+      const keyPassword = await asApp((c) => sqlFailure(c.query("SELECT svc_encrypt('v', 'PII_EMAIL')")));
       expect([keyPassword.code, keyPassword.message]).toEqual(['SV003', inUrl.message]);
     } finally {
       await pointAt(engine.pgPort as number);

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { engineClient, eventually } from '../src/engine-client.js';
 import { type SupervisedEngine, superviseEngine } from '../src/engine-supervisor.js';
 import { type RunningHub, startHub } from '../src/hub-process.js';
-import { createDatabase, dropDatabase, freePort, withClient } from '../src/postgres-harness.js';
+import { createDatabase, dropDatabase, freePort, sqlFailure, withClient } from '../src/postgres-harness.js';
 import { applyMigrations, setDblinkServer, setEngineServer } from '../src/sql-install.js';
 import { waitForPort } from '../src/tcp-proxy.js';
 
@@ -47,15 +47,6 @@ async function notices(c: pg.Client, sql: string): Promise<string[]> {
     c.off('notice', listener);
   }
   return seen;
-}
-
-async function failure(promise: Promise<unknown>): Promise<pg.DatabaseError> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as pg.DatabaseError;
-  }
-  throw new Error('the statement was expected to fail');
 }
 
 /** { 'PII_SSN:1': n, ... } from svc_key_versions; `-` for values that are not ciphertexts. */
@@ -133,7 +124,7 @@ describe.each(BRIDGES)('key rotation from SQL, %s bridge', (bridge) => {
       );
       expect(read.rows[0]).toEqual({ old: 1, new: 2, plain: null, junk: null });
       expect(await versions(c, 'email')).toEqual({ 'PII_EMAIL:1': ROWS - ROWS / 100 });
-      expect((await failure(c.query('SELECT * FROM svc_key_versions(\'email\', \'id\')'))).message).toBe(
+      expect((await sqlFailure(c.query('SELECT * FROM svc_key_versions(\'email\', \'id\')'))).message).toBe(
         'svc_key_versions: public.email has no text column id',
       );
     });
@@ -155,7 +146,7 @@ describe.each(BRIDGES)('key rotation from SQL, %s bridge', (bridge) => {
       expect(r.none).toBeNull();
       // Already at the newest version: returned unchanged.
       expect((await c.query('SELECT svc_rewrap($1) AS again', [r.one])).rows[0].again).toBe(r.one);
-      const refused = await failure(c.query('SELECT svc_rewrap(\'hub:NO_SUCH_POLICY:AQEAAAABAAAAAAAAAAAAAAAAAAAAAAAA\')'));
+      const refused = await sqlFailure(c.query('SELECT svc_rewrap(\'hub:NO_SUCH_POLICY:AQEAAAABAAAAAAAAAAAAAAAAAAAAAAAA\')'));
       expect(refused.code).toBe('SV001');
       expect(refused.message).toContain('svc_rewrap: policy not found: NO_SUCH_POLICY');
     });
@@ -176,7 +167,7 @@ describe.each(BRIDGES)('key rotation from SQL, %s bridge', (bridge) => {
       expect((await c.query(query)).rows.map((r: Row) => r.id)).toEqual([2, ROWS + 1]);
       const plan = (await c.query(`EXPLAIN (COSTS OFF) ${query}`)).rows.map((r: Row) => r['QUERY PLAN']).join('\n');
       expect(plan).toMatch(/Index (Only )?Scan using ssn_v on ssn|Bitmap Index Scan on ssn_v/);
-      expect((await failure(c.query('SELECT svc_equality_terms(\'x\', \'PII_EMAIL\')'))).message).toContain(
+      expect((await sqlFailure(c.query('SELECT svc_equality_terms(\'x\', \'PII_EMAIL\')'))).message).toContain(
         'svc_equality_terms: equality terms need a deterministic policy: PII_EMAIL',
       );
       expect(await c.query('SELECT svc_equality_terms(NULL, \'PII_SSN\') AS t').then((x) => x.rows[0].t)).toBeNull();
@@ -197,7 +188,7 @@ describe.each(BRIDGES)('key rotation from SQL, %s bridge', (bridge) => {
       // A value the engine refuses, in the middle: the chunks before it stay committed.
       const broken = 'hub:PII_SSN:AQIAAAABAAAAAAAAAAAAAAAAAAAAAAAA';
       await c.query('UPDATE ssn SET v = $1 WHERE id = 700', [broken]);
-      const failed = await failure(c.query('CALL svc_rewrap_column(\'ssn\', \'v\', 200)'));
+      const failed = await sqlFailure(c.query('CALL svc_rewrap_column(\'ssn\', \'v\', 200)'));
       expect(failed.code).toBe('SV001');
       expect(failed.message).toContain('svc_rewrap: decryption failed');
       const partial = await versions(c, 'ssn');
@@ -244,7 +235,7 @@ describe('after every column is rewrapped', () => {
     for (const bridge of BRIDGES) {
       await inDb(bridge, async (c) => {
         for (const call of ['svc_decrypt', 'svc_rewrap']) {
-          const refused = await failure(c.query(`SELECT ${call}($1)`, [keptV1]));
+          const refused = await sqlFailure(c.query(`SELECT ${call}($1)`, [keptV1]));
           expect(refused.code).toBe('SV001');
           expect(refused.message).toContain(`${call}: key pii-siv version 1 is below the minimum decryption version 2`);
         }
