@@ -49,6 +49,8 @@ BEGIN
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_decrypt(text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_rewrap(text)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_rewrap(text[])', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_array_send(text, text[], text)', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_array_collect(text, text[], text)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_equality_terms(text, text)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_health()', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc_engine_info()', target_schema);
@@ -59,6 +61,8 @@ BEGIN
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__decrypt_array(text[], text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__rewrap(text, text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__rewrap_array(text[], text[])', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__array_send(text, text[], text, text[])', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__array_collect(text, text[], text, text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__equality_terms(text, text, text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__health(text[])', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__engine_info(text[])', target_schema);

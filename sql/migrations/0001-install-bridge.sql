@@ -94,6 +94,8 @@ $body$$f$, target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__decrypt_array(text[], text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__rewrap(text, text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__rewrap_array(text[], text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__array_send(text, text[], text, text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__array_collect(text, text[], text, text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__equality_terms(text, text, text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__health(text[])', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__engine_info(text[])', target_schema);
@@ -803,6 +805,51 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text[]) IS %L', target_schema, $c$svc_rewrap for a one-dimensional array, in batch requests of svc.batch_size; order and NULL elements kept.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text[]) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text[]) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_array_send(op text, data text[], policy_code text DEFAULT NULL) RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+  RETURN coalesce((SELECT pg_catalog.count(*) FROM pg_catalog.unnest(data) AS u(v) WHERE u.v IS NOT NULL), 0);
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_array_send(text, text[], text) IS %L', target_schema, $c$Sends an array ahead to the engine (op 'encrypt' with a policy code, 'decrypt' or 'rewrap') and returns at once, with the number of values sent; svc_array_collect with the same arguments returns the results. One array pending per session: a new send discards the last.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_array_send(text, text[], text) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_array_send(text, text[], text) TO svc_user', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_array_collect(op text, data text[], policy_code text DEFAULT NULL) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+  IF op = 'encrypt' THEN
+    RETURN @S@.svc__dblink_array('svc_encrypt', 'svc_encrypt_many ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-'), data);
+  END IF;
+  RETURN @S@.svc__dblink_array('svc_' || op, 'svc_' || op || '_many', data);
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_array_collect(text, text[], text) IS %L', target_schema, $c$The results of the array svc_array_send sent ahead with the same arguments, as the array forms return them (order and NULL elements kept); 55000 when the session sent no such array.$c$);
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_array_collect(text, text[], text) FROM PUBLIC', target_schema);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_array_collect(text, text[], text) TO svc_user', target_schema);
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_equality_terms(data text, policy_code text) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
@@ -2295,6 +2342,20 @@ except plpy.Error as e:
     raise e.with_traceback(None)$py$
                                        ELSE js_prelude || $js$return b.rewrapArray(cfg, data);$js$ END);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__rewrap_array(text[], text[]) FROM PUBLIC, svc_user', target_schema);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__array_send(op text, data text[], policy_code text, cfg text[]) RETURNS integer LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.array_send(cfg, op, data, policy_code)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
+                                       ELSE js_prelude || $js$return b.arraySend(cfg, op, data, policy_code);$js$ END);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__array_send(text, text[], text, text[]) FROM PUBLIC, svc_user', target_schema);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__array_collect(op text, data text[], policy_code text, cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
+    return b.array_collect(cfg, op, data, policy_code)
+except plpy.Error as e:
+    raise e.with_traceback(None)$py$
+                                       ELSE js_prelude || $js$return b.arrayCollect(cfg, op, data, policy_code);$js$ END);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__array_collect(text, text[], text, text[]) FROM PUBLIC, svc_user', target_schema);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc__equality_terms(data text, policy_code text, cfg text[]) RETURNS text[] LANGUAGE %s VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, bridge, CASE bridge WHEN 'plpython3u' THEN py_prelude || $py$try:
     return b.equality_terms(cfg, data, policy_code)
@@ -2468,6 +2529,44 @@ EXCEPTION WHEN SQLSTATE 'SV000' THEN
   RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
 END$b$, target_schema));
   EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text[]) IS %L', target_schema, $c$svc_rewrap for a one-dimensional array, in batch requests of svc.batch_size; order and NULL elements kept.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_array_send(op text, data text[], policy_code text DEFAULT NULL) RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+  RETURN %1$I.svc__array_send(op, data, policy_code, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+END$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_array_send(text, text[], text) IS %L', target_schema, $c$Sends an array ahead to the engine (op 'encrypt' with a policy code, 'decrypt' or 'rewrap') and returns at once, with the number of values sent; svc_array_collect with the same arguments returns the results. One array pending per session: a new send discards the last.$c$);
+  EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_array_collect(op text, data text[], policy_code text DEFAULT NULL) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+    target_schema, format($b$
+DECLARE
+  e_state text; e_message text; e_detail text; e_hint text;
+BEGIN
+  RETURN %1$I.svc__array_collect(op, data, policy_code, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
+EXCEPTION WHEN SQLSTATE 'SV000' THEN
+  GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+  e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+  IF e_detail <> '' AND e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+  ELSIF e_detail <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+  ELSIF e_hint <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+END$b$, target_schema));
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_array_collect(text, text[], text) IS %L', target_schema, $c$The results of the array svc_array_send sent ahead with the same arguments, as the array forms return them (order and NULL elements kept); 55000 when the session sent no such array.$c$);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_equality_terms(data text, policy_code text) RETURNS text[] LANGUAGE plpgsql STRICT VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$
 DECLARE
@@ -2541,6 +2640,10 @@ END$b$, target_schema));
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text[]) FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text[]) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_array_send(text, text[], text) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_array_send(text, text[], text) TO svc_user', target_schema);
+  EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_array_collect(text, text[], text) FROM PUBLIC', target_schema);
+  EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_array_collect(text, text[], text) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_equality_terms(text, text) FROM PUBLIC', target_schema);
   EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_equality_terms(text, text) TO svc_user', target_schema);
   EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_health() FROM PUBLIC', target_schema);

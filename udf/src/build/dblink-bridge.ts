@@ -421,6 +421,18 @@ END`,
 BEGIN
   RETURN @S@.svc__dblink_array('svc_rewrap', 'svc_rewrap_many', data);
 END`,
+  // Placeholder: no answer is sent ahead yet; collect runs the array form.
+  'svc_array_send(text, text[], text)': `
+BEGIN
+  RETURN coalesce((SELECT pg_catalog.count(*) FROM pg_catalog.unnest(data) AS u(v) WHERE u.v IS NOT NULL), 0);
+END`,
+  'svc_array_collect(text, text[], text)': `
+BEGIN
+  IF op = 'encrypt' THEN
+    RETURN @S@.svc__dblink_array('svc_encrypt', 'svc_encrypt_many ' || ${b64('policy_code')}, data);
+  END IF;
+  RETURN @S@.svc__dblink_array('svc_' || op, 'svc_' || op || '_many', data);
+END`,
   'svc_equality_terms(text, text)': `
 DECLARE
   op constant text := 'svc_equality_terms';

@@ -117,6 +117,22 @@ export const IMPLS: readonly ImplFunction[] = [
     javascript: 'return b.rewrapArray(cfg, data);',
   },
   {
+    name: 'svc__array_send',
+    args: 'op text, data text[], policy_code text, cfg text[]',
+    identity: 'text, text[], text, text[]',
+    returns: 'integer',
+    python: 'return b.array_send(cfg, op, data, policy_code)',
+    javascript: 'return b.arraySend(cfg, op, data, policy_code);',
+  },
+  {
+    name: 'svc__array_collect',
+    args: 'op text, data text[], policy_code text, cfg text[]',
+    identity: 'text, text[], text, text[]',
+    returns: 'text[]',
+    python: 'return b.array_collect(cfg, op, data, policy_code)',
+    javascript: 'return b.arrayCollect(cfg, op, data, policy_code);',
+  },
+  {
     name: 'svc__equality_terms',
     args: 'data text, policy_code text, cfg text[]',
     identity: 'text, text, text[]',
@@ -215,6 +231,26 @@ export const FUNCTIONS: readonly BridgeFunction[] = [
     strict: true,
     call: 'svc__rewrap_array(data, cfg)',
     comment: 'svc_rewrap for a one-dimensional array, in batch requests of svc.batch_size; order and NULL elements kept.',
+  },
+  {
+    name: 'svc_array_send',
+    args: "op text, data text[], policy_code text DEFAULT NULL",
+    identity: 'text, text[], text',
+    returns: 'integer',
+    strict: false,
+    call: 'svc__array_send(op, data, policy_code, cfg)',
+    comment:
+      "Sends an array ahead to the engine (op 'encrypt' with a policy code, 'decrypt' or 'rewrap') and returns at once, with the number of values sent; svc_array_collect with the same arguments returns the results. One array pending per session: a new send discards the last.",
+  },
+  {
+    name: 'svc_array_collect',
+    args: "op text, data text[], policy_code text DEFAULT NULL",
+    identity: 'text, text[], text',
+    returns: 'text[]',
+    strict: false,
+    call: 'svc__array_collect(op, data, policy_code, cfg)',
+    comment:
+      'The results of the array svc_array_send sent ahead with the same arguments, as the array forms return them (order and NULL elements kept); 55000 when the session sent no such array.',
   },
   {
     name: 'svc_equality_terms',
