@@ -367,7 +367,7 @@ BEGIN
       USING ERRCODE = 'SV002';
   END IF;
   RETURN result;
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -454,7 +454,7 @@ BEGIN
       USING ERRCODE = 'SV002';
   END IF;
   RETURN result;
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -541,7 +541,7 @@ BEGIN
       USING ERRCODE = 'SV002';
   END IF;
   RETURN result;
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -626,7 +626,7 @@ BEGIN
       USING ERRCODE = 'SV002';
   END IF;
   RETURN result;
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -647,7 +647,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN @S@.svc__dblink_array('svc_encrypt', 'svc_encrypt_many ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-'), data);
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -668,7 +668,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN @S@.svc__dblink_array('svc_decrypt', 'svc_decrypt_many', data);
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -753,7 +753,7 @@ BEGIN
       USING ERRCODE = 'SV002';
   END IF;
   RETURN result;
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -774,7 +774,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN @S@.svc__dblink_array('svc_rewrap', 'svc_rewrap_many', data);
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -795,7 +795,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN coalesce((SELECT pg_catalog.count(*) FROM pg_catalog.unnest(data) AS u(v) WHERE u.v IS NOT NULL), 0);
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -819,7 +819,7 @@ BEGIN
     RETURN @S@.svc__dblink_array('svc_encrypt', 'svc_encrypt_many ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-'), data);
   END IF;
   RETURN @S@.svc__dblink_array('svc_' || op, 'svc_' || op || '_many', data);
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -903,7 +903,7 @@ BEGIN
       USING ERRCODE = 'SV002';
   END IF;
   RETURN coalesce(result, '{}');
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -987,7 +987,7 @@ BEGIN
       USING ERRCODE = 'SV002';
   END IF;
   RETURN result;
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -1085,7 +1085,7 @@ BEGIN
     'batchSize', @S@.svc__dblink_setting('svc.batch_size', 1000, 10000),
     'health', @S@.svc_health(),
     'runtime', result);
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -1117,12 +1117,12 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:9c5a90e4ea10')
+  py_prelude := replace($py$b = GD.get('svc_bridge:0119fa791e7f')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:9c5a90e4ea10'] = m.Bridge(plpy)
+    b = GD['svc_bridge:0119fa791e7f'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into binary-frame
 # requests to the engine's batch endpoints (docs/binary-frame.md), or, with the server option wire_url, into
@@ -1174,8 +1174,15 @@ MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024
 # While waiting for an answer, wake up this often to let PostgreSQL process a cancel or statement_timeout.
 INTERRUPT_SLICE_S = 0.05
-# Connections per transport and backend: an array of several chunks keeps one chunk in flight on each.
-LANES = 2
+# Connections per transport and backend: an array of several chunks keeps one chunk in flight on each of
+# lanes 0 and 1; lanes 2 and 3 each carry an array svc_array_send sent ahead, so calls in between (a
+# trigger's, say) neither disturb nor read their answers.
+AHEAD_LANES = (2, 3)
+CONNECTIONS = 4
+# Values in one request of an array sent ahead: the engine's default batch limit (SVC_BATCH_MAX_ITEMS).
+AHEAD_REQUEST_VALUES = 10000
+ARRAY_OPS = ('encrypt', 'decrypt', 'rewrap')
+NOT_SENT_AHEAD = '55000'  # svc_array_collect without a matching svc_array_send
 
 # The binary frame, version 1 (docs/binary-frame.md); integers big-endian.
 MAGIC = b'SVCF'
@@ -1218,6 +1225,20 @@ class LaneRefused(Exception):
     """The second connection of a transport could not be opened."""
 
 
+class Ahead:
+    """An array svc_array_send sent: its arguments, its lane, the settings it was sent with and, when a
+    request went, ((start, end) of the non-NULL values it carries, the pending exchange, its connection)."""
+    __slots__ = ('op', 'policy_code', 'values', 'lane', 'settings', 'sent')
+
+    def __init__(self, op, policy_code, values, lane):
+        self.op = op
+        self.policy_code = policy_code
+        self.values = values
+        self.lane = lane
+        self.settings = None
+        self.sent = None
+
+
 class Settings:
     # ops: the operations API's endpoint (a Settings of its own; this one when the server has no ops_url).
     # wire: the libpq connection string of the engine's wire endpoint (option wire_url), or None for HTTP.
@@ -1234,15 +1255,17 @@ class Bridge:
         self.parallel_worker = in_parallel_worker()
         # Two connections of each transport ("lanes"): a call uses lane 0; an array of several chunks keeps
         # one chunk in flight on each, so the backend prepares and reads one while the engine works on the other.
-        self.socks = [None] * LANES
-        self.sock_keys = [None] * LANES
+        self.socks = [None] * CONNECTIONS
+        self.sock_keys = [None] * CONNECTIONS
         self.tls = None
         self.config_key = None
         self.config_value = None
         self.plans = {}
-        self.wire_conns = [None] * LANES
-        self.wire_keys = [None] * LANES
+        self.wire_conns = [None] * CONNECTIONS
+        self.wire_keys = [None] * CONNECTIONS
         self.pg_module = None
+        # The arrays sent ahead and not yet collected (Ahead), oldest first.
+        self.ahead = []
 
     # ---- settings -------------------------------------------------------------------------------
 
@@ -1446,20 +1469,95 @@ class Bridge:
     def run_array(self, cfg, op, values, policy):
         if values is None:
             return None
-        out = list(values)
-        positions = [i for i, v in enumerate(out) if v is not None]
-        if not positions:
+        out, positions, data = array_values(values)
+        if not data:
             return out
         s = self.config(cfg)
-        data = [out[i].encode('utf-8') for i in positions]
-        total = len(positions)
+        send, finish = self.transport(s, op, policy, data)
+        self.run_chunks(send, finish, self.chunks(data, 0, s.batch_size), out, positions)
+        return out
+
+    def array_send(self, cfg, op, values, policy_code):
+        """svc_array_send: the non-NULL values in one request on an ahead lane of their own, sent without
+        waiting (what does not fit in one request is left for array_collect). Two arrays can be ahead at once;
+        a third send discards the oldest. Returns the number of non-NULL values."""
+        policy = self.ahead_policy('svc_array_send', op, policy_code)
+        if len(self.ahead) == len(AHEAD_LANES):
+            # The oldest answer may still be on its way: its connection is not reused.
+            self.drop_ahead(self.ahead.pop(0))
+        busy = [a.lane for a in self.ahead]
+        ahead = Ahead(op, policy_code, values, [lane for lane in AHEAD_LANES if lane not in busy][0])
+        out, positions, data = array_values(values)
+        if data:
+            s = ahead.settings = self.config(cfg)
+            send, _ = self.transport(s, op, policy, data)
+            chunk = self.chunks(data, 0, AHEAD_REQUEST_VALUES)[0]
+            pending = self.open_lane(send, ahead.lane, chunk)
+            if pending is not None:
+                ahead.sent = (chunk, pending, self.lane_connection(s, ahead.lane))
+        self.ahead.append(ahead)
+        return len(data)
+
+    def array_collect(self, cfg, op, values, policy_code):
+        """svc_array_collect: the results of the array array_send sent with the same arguments."""
+        policy = self.ahead_policy('svc_array_collect', op, policy_code)
+        ahead = next((a for a in self.ahead if a.op == op and a.policy_code == policy_code and a.values == values), None)
+        if ahead is None:
+            self.fail(NOT_SENT_AHEAD, 'svc_array_collect: this session has no array sent ahead with these arguments',
+                      hint='Call svc_array_send with the same arguments first.')
+        self.ahead.remove(ahead)
+        out, positions, data = array_values(values)
+        if not data:
+            return out
+        s = ahead.settings
+        send, finish = self.transport(s, op, policy, data)
+        rest = 0
+        if ahead.sent is not None:
+            chunk, pending, connection = ahead.sent
+            try:
+                if self.lane_connection(s, ahead.lane) is not connection:
+                    # A failure elsewhere closed the connection since: the answer is lost, the values are here.
+                    pending = send(ahead.lane, chunk)
+                # The wait counts from now: the caller's own work since the send is not the engine's delay.
+                pending[1] = time.monotonic() + s.timeout_s
+                for i, value in zip(positions[chunk[0]:chunk[1]], finish(ahead.lane, chunk, pending)):
+                    out[i] = value
+            except BaseException:
+                self.drop_ahead(ahead)
+                raise
+            rest = chunk[1]
+        if rest < len(data):
+            self.run_chunks(send, finish, self.chunks(data, rest, s.batch_size), out, positions)
+        return out
+
+    def drop_ahead(self, ahead):
+        self.close(ahead.lane)
+        self.wire_close(ahead.lane)
+
+    def ahead_policy(self, name, op, policy_code):
+        """The policy of an array sent ahead (None for decrypt and rewrap), or 22023 for arguments that do not fit."""
+        if op not in ARRAY_OPS:
+            self.fail('22023', "%s: op must be 'encrypt', 'decrypt' or 'rewrap'" % name)
+        if op == 'encrypt':
+            if policy_code is None:
+                self.fail('22023', '%s: encrypt needs a policy code' % name)
+            return self.policy(POLICY_CODE, policy_code, None)
+        if policy_code is not None:
+            self.fail('22023', '%s: %s takes no policy code' % (name, op))
+        return None
+
+    def lane_connection(self, s, lane):
+        return self.socks[lane] if s.wire is None else self.wire_conns[lane]
+
+    def chunks(self, data, start, limit):
+        """(start, end) ranges of data from `start`: a request closes at `limit` values or at the byte budget
+        (one oversized value goes alone)."""
         chunks = []
-        start = 0
+        total = len(data)
         while start < total:
             end = start
             size = 0
-            # A request closes at batch_size items or at the byte budget (one oversized value goes alone).
-            while end < total and end - start < s.batch_size:
+            while end < total and end - start < limit:
                 n = len(data[end])
                 if end > start and size + n > MAX_REQUEST_DATA_BYTES:
                     break
@@ -1467,6 +1565,12 @@ class Bridge:
                 end += 1
             chunks.append((start, end))
             start = end
+        return chunks
+
+    def transport(self, s, op, policy, data):
+        """send(lane, chunk) -> pending and finish(lane, chunk, pending) -> result texts, for chunks of `data`
+        over the server's transport; errors name items over the whole of `data`."""
+        total = len(data)
         if s.wire is not None:
             send = lambda lane, c: self.wire_send(s, lane, self.wire_command(op, policy, data[c[0]:c[1]], True))
             finish = lambda lane, c, pending: self.wire_results(s, op, data[c[0]:c[1]], self.wire_finish(s, lane, 'svc_' + op, pending, c[0], total), True)
@@ -1474,13 +1578,17 @@ class Bridge:
             head = self.policy_head(policy)
             send = lambda lane, c: self.http_send(s, lane, self.frame_request(s, op, head, data[c[0]:c[1]]))
             finish = lambda lane, c, pending: self.frame_results(s, op, c[1] - c[0], self.http_finish(s, lane, pending), c[0], total)
+        return send, finish
+
+    def run_chunks(self, send, finish, chunks, out, positions):
+        """The chunks over lanes 0 and 1, their results placed in `out` at `positions`."""
         # One chunk in flight on each lane: chunk k goes on lane k % lanes, and is sent when chunk k - lanes
         # has been read. Any failure closes every lane, so no answer still on its way is read as another call's.
         lanes = 1
         pending = [send(0, chunks[0])]
         try:
             if len(chunks) > 1:
-                second = self.open_lane(send, chunks[1])
+                second = self.open_lane(send, 1, chunks[1])
                 if second is not None:
                     lanes = 2
                     pending.append(second)
@@ -1497,13 +1605,12 @@ class Bridge:
                 self.close()
                 self.wire_close()
             raise
-        return out
 
-    def open_lane(self, send, chunk):
-        """`chunk` sent on lane 1; None when that connection cannot be opened (the engine's connection limit,
-        say): the array then goes on over lane 0 alone."""
+    def open_lane(self, send, lane, chunk):
+        """`chunk` sent on `lane`; None when that connection cannot be opened (the engine's connection limit,
+        say): the array then goes on over the lanes already open."""
         try:
-            return send(1, chunk)
+            return send(lane, chunk)
         except LaneRefused:
             return None
 
@@ -1945,6 +2052,13 @@ class Bridge:
         self.plpy.error(message, **kwargs)
 
 
+def array_values(values):
+    """(a copy of values to place results in, the positions of its non-NULL values, their UTF-8 bytes)."""
+    out = list(values) if values is not None else None
+    positions = [i for i, v in enumerate(out) if v is not None] if out is not None else []
+    return out, positions, [out[i].encode('utf-8') for i in positions]
+
+
 def in_parallel_worker():
     # PostgreSQL names its parallel workers in the process title ("postgres: parallel worker for PID n").
     try:
@@ -1975,7 +2089,7 @@ def b64(data):
 
 def drop(conns, keys, lane):
     """Closes the connection of `lane` in `conns` (sockets or psycopg2 connections), or every one."""
-    for k in range(LANES) if lane is None else (lane,):
+    for k in range(len(conns)) if lane is None else (lane,):
         if conns[k] is not None:
             try:
                 conns[k].close()
@@ -2004,8 +2118,8 @@ def describe(error):
     text = str(error) or error.__class__.__name__
     return text.split('] ', 1)[-1] if text.startswith('[Errno') else text
 $svc_python_module$, 'UTF8'), 'base64'), E'\n', ''));
-  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:6670dff58e45'];
-if (!b) b = globalThis['svc_bridge:6670dff58e45'] = ((function () {
+  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:65471e1e1385'];
+if (!b) b = globalThis['svc_bridge:65471e1e1385'] = ((function () {
 var exports = {};
 "use strict";
 Object.defineProperty(exports, "__esModule", { value: true });
@@ -2042,6 +2156,7 @@ function createBridge(plv8, schema, httpSchema) {
         tenant: exports.STATEMENTS.tenant,
     };
     let cached;
+    let ahead;
     function fail(sqlstate, message, detail, hint) {
         plv8.execute(statements.raise, [sqlstate, message, detail !== null && detail !== void 0 ? detail : null, hint !== null && hint !== void 0 ? hint : null]);
         throw new Error(message);
@@ -2204,6 +2319,33 @@ function createBridge(plv8, schema, httpSchema) {
         }
         return out;
     }
+    function aheadItems(name, op, policyCode) {
+        if (op !== 'encrypt' && op !== 'decrypt' && op !== 'rewrap')
+            fail('22023', `${name}: op must be 'encrypt', 'decrypt' or 'rewrap'`);
+        if (op === 'encrypt') {
+            if (policyCode === null)
+                fail('22023', `${name}: encrypt needs a policy code`);
+            return [op, (data) => ({ data, policyCode })];
+        }
+        if (policyCode !== null)
+            fail('22023', `${name}: ${op} takes no policy code`);
+        return [op, (data) => ({ data })];
+    }
+    function arraySend(op, values, policyCode) {
+        aheadItems('svc_array_send', op, policyCode);
+        ahead = { op, policyCode, values: values === null ? null : values.slice() };
+        return values === null ? 0 : values.filter((v) => v !== null && v !== undefined).length;
+    }
+    function arrayCollect(cfg, op, values, policyCode) {
+        const [checkedOp, makeItem] = aheadItems('svc_array_collect', op, policyCode);
+        const sent = ahead;
+        ahead = undefined;
+        const same = (a, b) => a === null || b === null ? a === b : a.length === b.length && a.every((v, i) => v === b[i]);
+        if (sent === undefined || sent.op !== op || sent.policyCode !== policyCode || !same(sent.values, values)) {
+            fail('55000', 'svc_array_collect: this session has no array sent ahead with these arguments', undefined, 'Call svc_array_send with the same arguments first.');
+        }
+        return runArray(cfg, checkedOp, values, makeItem);
+    }
     function health(cfg) {
         const s = settings(cfg);
         const { status, content } = exchange(s, 'GET', '/api/health', null, []);
@@ -2220,6 +2362,8 @@ function createBridge(plv8, schema, httpSchema) {
         decryptArray: (cfg, values) => runArray(cfg, 'decrypt', values, (data) => ({ data })),
         rewrap: (cfg, data) => runOne(cfg, 'rewrap', { data }),
         rewrapArray: (cfg, values) => runArray(cfg, 'rewrap', values, (data) => ({ data })),
+        arraySend: (_cfg, op, values, policyCode) => arraySend(op, values, policyCode),
+        arrayCollect,
         equalityTerms: (cfg, data, policyCode) => {
             const s = settings(cfg);
             const path = '/api/equality-terms';
@@ -2367,7 +2511,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__encrypt(data, policy_code, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2386,7 +2530,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__encrypt_by_name(data, policy_name, policy_version, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2405,7 +2549,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__encrypt_by_name(data, policy_name, policy_version, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2424,7 +2568,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__decrypt(data, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2443,7 +2587,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__encrypt_array(data, policy_code, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2462,7 +2606,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__decrypt_array(data, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2481,7 +2625,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__rewrap(data, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2500,7 +2644,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__rewrap_array(data, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2519,7 +2663,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__array_send(op, data, policy_code, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2538,7 +2682,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__array_collect(op, data, policy_code, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2557,7 +2701,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__equality_terms(data, policy_code, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2576,7 +2720,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__health(ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2595,7 +2739,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__engine_info(ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2654,7 +2798,7 @@ DO $svc_install$
 DECLARE
   target_schema text := current_schema();
 BEGIN
-  IF to_regprocedure(format('%I.svc_encrypt(text[], text)', target_schema)) IS NULL THEN
+  IF to_regprocedure(format('%I.svc_array_send(text, text[], text)', target_schema)) IS NULL THEN
     RAISE EXCEPTION 'svc bridge: install the bridge functions (0001-install-bridge.sql) in schema % first', target_schema
       USING ERRCODE = 'SV003';
   END IF;
@@ -2663,10 +2807,16 @@ BEGIN
 DECLARE
   key_col name := key_column;
   key_type text;
-  chunk_sql text;
-  last_key text;
-  rows_in_chunk bigint;
+  read_sql text;
+  write_sql text;
+  keys text[];
+  vals text[];
+  next_keys text[];
+  next_vals text[];
+  results text[];
+  written bigint;
   done bigint := 0;
+  skipped bigint := 0;
   started timestamptz := clock_timestamp();
   seconds float8;
   e_state text; e_message text; e_detail text; e_hint text;
@@ -2692,24 +2842,46 @@ BEGIN
   IF key_type IS NULL THEN
     RAISE EXCEPTION 'svc_encrypt_column: % has no column %', tbl, key_col USING ERRCODE = '42703';
   END IF;
-  -- One chunk: lock the next rows (in key order) that still need work, send their values in one array
-  -- call, write the results back, and report how many rows and the last key seen.
-  chunk_sql := format($q$
-    WITH chunk AS MATERIALIZED (
-      SELECT %3$I AS k, %2$I AS v FROM %1$s
+  -- The next rows (in key order) after key $1 that still need work: their keys and values, without locks.
+  read_sql := format($q$
+    SELECT pg_catalog.array_agg(k::text ORDER BY k), pg_catalog.array_agg(v ORDER BY k) FROM (
+      SELECT %3$I AS k, %2$I::text AS v FROM %1$s
        WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND NOT (%2$I ~ '^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$' AND pg_catalog.length(pg_catalog.split_part(%2$I, ':', 2)) <= 128)
-       ORDER BY %3$I LIMIT $2 FOR UPDATE
-    ), agg AS (
-      SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v::text ORDER BY k) AS vs FROM chunk
-    ), res AS (
-      SELECT u.k, u.v FROM agg, LATERAL ROWS FROM (pg_catalog.unnest(agg.ks), pg_catalog.unnest(@SCHEMA@.svc_encrypt(agg.vs, $3))) AS u(k, v)
-    ), upd AS (
-      UPDATE %1$s t SET %2$I = res.v FROM res WHERE t.%3$I = res.k RETURNING 1
-    )
-    SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k FROM chunk ORDER BY k DESC LIMIT 1)::text$q$, tbl, col, key_col, key_type);
-  LOOP
+       ORDER BY %3$I LIMIT $2) AS chunk$q$, tbl, col, key_col, key_type);
+  -- The results written back only where the value is still the one read: a row another session changed
+  -- since is left as that session wrote it (and counted), never overwritten with the old value's result.
+  write_sql := format($q$
+    UPDATE %1$s t SET %2$I = u.new
+      FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS u(k, old, new)
+     WHERE t.%3$I = u.k::%4$s AND t.%2$I::text = u.old$q$, tbl, col, key_col, key_type);
+  -- A pipeline: chunk k+1 is read and sent ahead to the engine before the results of chunk k are collected,
+  -- written and committed, so the engine works on one chunk while this backend writes the other.
+  BEGIN
+    EXECUTE read_sql INTO keys, vals USING NULL::text, chunk_rows;
+    IF keys IS NOT NULL THEN
+      PERFORM @SCHEMA@.svc_array_send('encrypt', vals, policy_code);
+    END IF;
+  EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+    e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+    IF e_detail <> '' AND e_hint <> '' THEN
+      RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+    ELSIF e_detail <> '' THEN
+      RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+    ELSIF e_hint <> '' THEN
+      RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+  END;
+  WHILE keys IS NOT NULL LOOP
     BEGIN
-      EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows, policy_code;
+      EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], chunk_rows;
+      IF next_keys IS NOT NULL THEN
+        PERFORM @SCHEMA@.svc_array_send('encrypt', next_vals, policy_code);
+      END IF;
+      results := @SCHEMA@.svc_array_collect('encrypt', vals, policy_code);
+      EXECUTE write_sql USING keys, vals, results;
+      GET DIAGNOSTICS written = ROW_COUNT;
     EXCEPTION WHEN OTHERS THEN
       GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
       e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -2722,12 +2894,17 @@ BEGIN
       END IF;
       RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
     END;
-    EXIT WHEN rows_in_chunk = 0;
     COMMIT;
-    done := done + rows_in_chunk;
+    done := done + written;
+    skipped := skipped + pg_catalog.cardinality(keys) - written;
+    keys := next_keys;
+    vals := next_vals;
     seconds := greatest(extract(epoch FROM clock_timestamp() - started)::float8, 0.000001);
     RAISE NOTICE 'svc_encrypt_column: % rows done, % rows/s', done, round(done / seconds);
   END LOOP;
+  IF skipped > 0 THEN
+    RAISE NOTICE 'svc_encrypt_column: % rows changed by another session while their chunk was at the engine were left as written; call the procedure again to do them', skipped;
+  END IF;
   RAISE NOTICE 'svc_encrypt_column: finished, % rows in % s', done, round(extract(epoch FROM clock_timestamp() - started)::numeric, 3);
 END
 $p$, '@SCHEMA@', quote_ident(target_schema)));
@@ -2737,10 +2914,16 @@ $p$, '@SCHEMA@', quote_ident(target_schema)));
 DECLARE
   key_col name := key_column;
   key_type text;
-  chunk_sql text;
-  last_key text;
-  rows_in_chunk bigint;
+  read_sql text;
+  write_sql text;
+  keys text[];
+  vals text[];
+  next_keys text[];
+  next_vals text[];
+  results text[];
+  written bigint;
   done bigint := 0;
+  skipped bigint := 0;
   started timestamptz := clock_timestamp();
   seconds float8;
   e_state text; e_message text; e_detail text; e_hint text;
@@ -2766,24 +2949,46 @@ BEGIN
   IF key_type IS NULL THEN
     RAISE EXCEPTION 'svc_decrypt_column: % has no column %', tbl, key_col USING ERRCODE = '42703';
   END IF;
-  -- One chunk: lock the next rows (in key order) that still need work, send their values in one array
-  -- call, write the results back, and report how many rows and the last key seen.
-  chunk_sql := format($q$
-    WITH chunk AS MATERIALIZED (
-      SELECT %3$I AS k, %2$I AS v FROM %1$s
+  -- The next rows (in key order) after key $1 that still need work: their keys and values, without locks.
+  read_sql := format($q$
+    SELECT pg_catalog.array_agg(k::text ORDER BY k), pg_catalog.array_agg(v ORDER BY k) FROM (
+      SELECT %3$I AS k, %2$I::text AS v FROM %1$s
        WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND (%2$I ~ '^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$' AND pg_catalog.length(pg_catalog.split_part(%2$I, ':', 2)) <= 128)
-       ORDER BY %3$I LIMIT $2 FOR UPDATE
-    ), agg AS (
-      SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v::text ORDER BY k) AS vs FROM chunk
-    ), res AS (
-      SELECT u.k, u.v FROM agg, LATERAL ROWS FROM (pg_catalog.unnest(agg.ks), pg_catalog.unnest(@SCHEMA@.svc_decrypt(agg.vs))) AS u(k, v)
-    ), upd AS (
-      UPDATE %1$s t SET %2$I = res.v FROM res WHERE t.%3$I = res.k RETURNING 1
-    )
-    SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k FROM chunk ORDER BY k DESC LIMIT 1)::text$q$, tbl, col, key_col, key_type);
-  LOOP
+       ORDER BY %3$I LIMIT $2) AS chunk$q$, tbl, col, key_col, key_type);
+  -- The results written back only where the value is still the one read: a row another session changed
+  -- since is left as that session wrote it (and counted), never overwritten with the old value's result.
+  write_sql := format($q$
+    UPDATE %1$s t SET %2$I = u.new
+      FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS u(k, old, new)
+     WHERE t.%3$I = u.k::%4$s AND t.%2$I::text = u.old$q$, tbl, col, key_col, key_type);
+  -- A pipeline: chunk k+1 is read and sent ahead to the engine before the results of chunk k are collected,
+  -- written and committed, so the engine works on one chunk while this backend writes the other.
+  BEGIN
+    EXECUTE read_sql INTO keys, vals USING NULL::text, chunk_rows;
+    IF keys IS NOT NULL THEN
+      PERFORM @SCHEMA@.svc_array_send('decrypt', vals, NULL);
+    END IF;
+  EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+    e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+    IF e_detail <> '' AND e_hint <> '' THEN
+      RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+    ELSIF e_detail <> '' THEN
+      RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+    ELSIF e_hint <> '' THEN
+      RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+  END;
+  WHILE keys IS NOT NULL LOOP
     BEGIN
-      EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows;
+      EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], chunk_rows;
+      IF next_keys IS NOT NULL THEN
+        PERFORM @SCHEMA@.svc_array_send('decrypt', next_vals, NULL);
+      END IF;
+      results := @SCHEMA@.svc_array_collect('decrypt', vals, NULL);
+      EXECUTE write_sql USING keys, vals, results;
+      GET DIAGNOSTICS written = ROW_COUNT;
     EXCEPTION WHEN OTHERS THEN
       GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
       e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -2796,12 +3001,17 @@ BEGIN
       END IF;
       RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
     END;
-    EXIT WHEN rows_in_chunk = 0;
     COMMIT;
-    done := done + rows_in_chunk;
+    done := done + written;
+    skipped := skipped + pg_catalog.cardinality(keys) - written;
+    keys := next_keys;
+    vals := next_vals;
     seconds := greatest(extract(epoch FROM clock_timestamp() - started)::float8, 0.000001);
     RAISE NOTICE 'svc_decrypt_column: % rows done, % rows/s', done, round(done / seconds);
   END LOOP;
+  IF skipped > 0 THEN
+    RAISE NOTICE 'svc_decrypt_column: % rows changed by another session while their chunk was at the engine were left as written; call the procedure again to do them', skipped;
+  END IF;
   RAISE NOTICE 'svc_decrypt_column: finished, % rows in % s', done, round(extract(epoch FROM clock_timestamp() - started)::numeric, 3);
 END
 $p$, '@SCHEMA@', quote_ident(target_schema)));

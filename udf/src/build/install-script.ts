@@ -330,7 +330,7 @@ function walkChecks(name: string): string {
 }
 
 function procedureBody(op: 'encrypt' | 'decrypt'): string {
-  const call = op === 'encrypt' ? '@SCHEMA@.svc_encrypt(agg.vs, $3)' : '@SCHEMA@.svc_decrypt(agg.vs)';
+  const policy = op === 'encrypt' ? 'policy_code' : 'NULL';
   // Encrypt skips values already in ciphertext shape; decrypt skips values not in it.
   const match = op === 'encrypt' ? 'NOT ' : '';
   const name = `svc_${op}_column`;
@@ -338,45 +338,72 @@ function procedureBody(op: 'encrypt' | 'decrypt'): string {
 DECLARE
   key_col name := key_column;
   key_type text;
-  chunk_sql text;
-  last_key text;
-  rows_in_chunk bigint;
+  read_sql text;
+  write_sql text;
+  keys text[];
+  vals text[];
+  next_keys text[];
+  next_vals text[];
+  results text[];
+  written bigint;
   done bigint := 0;
+  skipped bigint := 0;
   started timestamptz := clock_timestamp();
   seconds float8;
   ${ERROR_VARIABLES}
 BEGIN
 ${walkChecks(name)}
-  -- One chunk: lock the next rows (in key order) that still need work, send their values in one array
-  -- call, write the results back, and report how many rows and the last key seen.
-  chunk_sql := format(${dollarQuote(
+  -- The next rows (in key order) after key $1 that still need work: their keys and values, without locks.
+  read_sql := format(${dollarQuote(
     `
-    WITH chunk AS MATERIALIZED (
-      SELECT %3$I AS k, %2$I AS v FROM %1$s
+    SELECT pg_catalog.array_agg(k::text ORDER BY k), pg_catalog.array_agg(v ORDER BY k) FROM (
+      SELECT %3$I AS k, %2$I::text AS v FROM %1$s
        WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND ${match}${isCiphertextSql('%2$I')}
-       ORDER BY %3$I LIMIT $2 FOR UPDATE
-    ), agg AS (
-      SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v::text ORDER BY k) AS vs FROM chunk
-    ), res AS (
-      SELECT u.k, u.v FROM agg, LATERAL ROWS FROM (pg_catalog.unnest(agg.ks), pg_catalog.unnest(${call})) AS u(k, v)
-    ), upd AS (
-      UPDATE %1$s t SET %2$I = res.v FROM res WHERE t.%3$I = res.k RETURNING 1
-    )
-    SELECT (SELECT pg_catalog.count(*) FROM upd), (SELECT k FROM chunk ORDER BY k DESC LIMIT 1)::text`,
+       ORDER BY %3$I LIMIT $2) AS chunk`,
     'q',
   )}, tbl, col, key_col, key_type);
-  LOOP
+  -- The results written back only where the value is still the one read: a row another session changed
+  -- since is left as that session wrote it (and counted), never overwritten with the old value's result.
+  write_sql := format(${dollarQuote(
+    `
+    UPDATE %1$s t SET %2$I = u.new
+      FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS u(k, old, new)
+     WHERE t.%3$I = u.k::%4$s AND t.%2$I::text = u.old`,
+    'q',
+  )}, tbl, col, key_col, key_type);
+  -- A pipeline: chunk k+1 is read and sent ahead to the engine before the results of chunk k are collected,
+  -- written and committed, so the engine works on one chunk while this backend writes the other.
+  BEGIN
+    EXECUTE read_sql INTO keys, vals USING NULL::text, chunk_rows;
+    IF keys IS NOT NULL THEN
+      PERFORM @SCHEMA@.svc_array_send('${op}', vals, ${policy});
+    END IF;
+  EXCEPTION WHEN OTHERS THEN
+${raiseAgain('    ')}
+  END;
+  WHILE keys IS NOT NULL LOOP
     BEGIN
-      EXECUTE chunk_sql INTO rows_in_chunk, last_key USING last_key, chunk_rows${op === 'encrypt' ? ', policy_code' : ''};
+      EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], chunk_rows;
+      IF next_keys IS NOT NULL THEN
+        PERFORM @SCHEMA@.svc_array_send('${op}', next_vals, ${policy});
+      END IF;
+      results := @SCHEMA@.svc_array_collect('${op}', vals, ${policy});
+      EXECUTE write_sql USING keys, vals, results;
+      GET DIAGNOSTICS written = ROW_COUNT;
     EXCEPTION WHEN OTHERS THEN
 ${raiseAgain('      ')}
     END;
-    EXIT WHEN rows_in_chunk = 0;
     COMMIT;
-    done := done + rows_in_chunk;
+    done := done + written;
+    skipped := skipped + pg_catalog.cardinality(keys) - written;
+    keys := next_keys;
+    vals := next_vals;
     seconds := greatest(extract(epoch FROM clock_timestamp() - started)::float8, 0.000001);
     RAISE NOTICE '${name}: % rows done, % rows/s', done, round(done / seconds);
   END LOOP;
+  IF skipped > 0 THEN
+    RAISE NOTICE '${name}: % rows changed by another session while their chunk was at the engine were left as written; call the procedure again to do them', skipped;
+  END IF;
   RAISE NOTICE '${name}: finished, % rows in % s', done, round(extract(epoch FROM clock_timestamp() - started)::numeric, 3);
 END
 `;
@@ -397,7 +424,7 @@ export function proceduresBlock(mode: InstallMode): string {
 DECLARE
   ${schema}
 BEGIN
-  IF to_regprocedure(format('%I.svc_encrypt(text[], text)', target_schema)) IS NULL THEN
+  IF to_regprocedure(format('%I.svc_array_send(text, text[], text)', target_schema)) IS NULL THEN
     RAISE EXCEPTION 'svc bridge: install the bridge functions (0001-install-bridge.sql) in schema % first', target_schema
       USING ERRCODE = 'SV003';
   END IF;

@@ -48,8 +48,15 @@ MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024
 # While waiting for an answer, wake up this often to let PostgreSQL process a cancel or statement_timeout.
 INTERRUPT_SLICE_S = 0.05
-# Connections per transport and backend: an array of several chunks keeps one chunk in flight on each.
-LANES = 2
+# Connections per transport and backend: an array of several chunks keeps one chunk in flight on each of
+# lanes 0 and 1; lanes 2 and 3 each carry an array svc_array_send sent ahead, so calls in between (a
+# trigger's, say) neither disturb nor read their answers.
+AHEAD_LANES = (2, 3)
+CONNECTIONS = 4
+# Values in one request of an array sent ahead: the engine's default batch limit (SVC_BATCH_MAX_ITEMS).
+AHEAD_REQUEST_VALUES = 10000
+ARRAY_OPS = ('encrypt', 'decrypt', 'rewrap')
+NOT_SENT_AHEAD = '55000'  # svc_array_collect without a matching svc_array_send
 
 # The binary frame, version 1 (docs/binary-frame.md); integers big-endian.
 MAGIC = b'SVCF'
@@ -92,6 +99,20 @@ class LaneRefused(Exception):
     """The second connection of a transport could not be opened."""
 
 
+class Ahead:
+    """An array svc_array_send sent: its arguments, its lane, the settings it was sent with and, when a
+    request went, ((start, end) of the non-NULL values it carries, the pending exchange, its connection)."""
+    __slots__ = ('op', 'policy_code', 'values', 'lane', 'settings', 'sent')
+
+    def __init__(self, op, policy_code, values, lane):
+        self.op = op
+        self.policy_code = policy_code
+        self.values = values
+        self.lane = lane
+        self.settings = None
+        self.sent = None
+
+
 class Settings:
     # ops: the operations API's endpoint (a Settings of its own; this one when the server has no ops_url).
     # wire: the libpq connection string of the engine's wire endpoint (option wire_url), or None for HTTP.
@@ -108,15 +129,17 @@ class Bridge:
         self.parallel_worker = in_parallel_worker()
         # Two connections of each transport ("lanes"): a call uses lane 0; an array of several chunks keeps
         # one chunk in flight on each, so the backend prepares and reads one while the engine works on the other.
-        self.socks = [None] * LANES
-        self.sock_keys = [None] * LANES
+        self.socks = [None] * CONNECTIONS
+        self.sock_keys = [None] * CONNECTIONS
         self.tls = None
         self.config_key = None
         self.config_value = None
         self.plans = {}
-        self.wire_conns = [None] * LANES
-        self.wire_keys = [None] * LANES
+        self.wire_conns = [None] * CONNECTIONS
+        self.wire_keys = [None] * CONNECTIONS
         self.pg_module = None
+        # The arrays sent ahead and not yet collected (Ahead), oldest first.
+        self.ahead = []
 
     # ---- settings -------------------------------------------------------------------------------
 
@@ -320,20 +343,95 @@ class Bridge:
     def run_array(self, cfg, op, values, policy):
         if values is None:
             return None
-        out = list(values)
-        positions = [i for i, v in enumerate(out) if v is not None]
-        if not positions:
+        out, positions, data = array_values(values)
+        if not data:
             return out
         s = self.config(cfg)
-        data = [out[i].encode('utf-8') for i in positions]
-        total = len(positions)
+        send, finish = self.transport(s, op, policy, data)
+        self.run_chunks(send, finish, self.chunks(data, 0, s.batch_size), out, positions)
+        return out
+
+    def array_send(self, cfg, op, values, policy_code):
+        """svc_array_send: the non-NULL values in one request on an ahead lane of their own, sent without
+        waiting (what does not fit in one request is left for array_collect). Two arrays can be ahead at once;
+        a third send discards the oldest. Returns the number of non-NULL values."""
+        policy = self.ahead_policy('svc_array_send', op, policy_code)
+        if len(self.ahead) == len(AHEAD_LANES):
+            # The oldest answer may still be on its way: its connection is not reused.
+            self.drop_ahead(self.ahead.pop(0))
+        busy = [a.lane for a in self.ahead]
+        ahead = Ahead(op, policy_code, values, [lane for lane in AHEAD_LANES if lane not in busy][0])
+        out, positions, data = array_values(values)
+        if data:
+            s = ahead.settings = self.config(cfg)
+            send, _ = self.transport(s, op, policy, data)
+            chunk = self.chunks(data, 0, AHEAD_REQUEST_VALUES)[0]
+            pending = self.open_lane(send, ahead.lane, chunk)
+            if pending is not None:
+                ahead.sent = (chunk, pending, self.lane_connection(s, ahead.lane))
+        self.ahead.append(ahead)
+        return len(data)
+
+    def array_collect(self, cfg, op, values, policy_code):
+        """svc_array_collect: the results of the array array_send sent with the same arguments."""
+        policy = self.ahead_policy('svc_array_collect', op, policy_code)
+        ahead = next((a for a in self.ahead if a.op == op and a.policy_code == policy_code and a.values == values), None)
+        if ahead is None:
+            self.fail(NOT_SENT_AHEAD, 'svc_array_collect: this session has no array sent ahead with these arguments',
+                      hint='Call svc_array_send with the same arguments first.')
+        self.ahead.remove(ahead)
+        out, positions, data = array_values(values)
+        if not data:
+            return out
+        s = ahead.settings
+        send, finish = self.transport(s, op, policy, data)
+        rest = 0
+        if ahead.sent is not None:
+            chunk, pending, connection = ahead.sent
+            try:
+                if self.lane_connection(s, ahead.lane) is not connection:
+                    # A failure elsewhere closed the connection since: the answer is lost, the values are here.
+                    pending = send(ahead.lane, chunk)
+                # The wait counts from now: the caller's own work since the send is not the engine's delay.
+                pending[1] = time.monotonic() + s.timeout_s
+                for i, value in zip(positions[chunk[0]:chunk[1]], finish(ahead.lane, chunk, pending)):
+                    out[i] = value
+            except BaseException:
+                self.drop_ahead(ahead)
+                raise
+            rest = chunk[1]
+        if rest < len(data):
+            self.run_chunks(send, finish, self.chunks(data, rest, s.batch_size), out, positions)
+        return out
+
+    def drop_ahead(self, ahead):
+        self.close(ahead.lane)
+        self.wire_close(ahead.lane)
+
+    def ahead_policy(self, name, op, policy_code):
+        """The policy of an array sent ahead (None for decrypt and rewrap), or 22023 for arguments that do not fit."""
+        if op not in ARRAY_OPS:
+            self.fail('22023', "%s: op must be 'encrypt', 'decrypt' or 'rewrap'" % name)
+        if op == 'encrypt':
+            if policy_code is None:
+                self.fail('22023', '%s: encrypt needs a policy code' % name)
+            return self.policy(POLICY_CODE, policy_code, None)
+        if policy_code is not None:
+            self.fail('22023', '%s: %s takes no policy code' % (name, op))
+        return None
+
+    def lane_connection(self, s, lane):
+        return self.socks[lane] if s.wire is None else self.wire_conns[lane]
+
+    def chunks(self, data, start, limit):
+        """(start, end) ranges of data from `start`: a request closes at `limit` values or at the byte budget
+        (one oversized value goes alone)."""
         chunks = []
-        start = 0
+        total = len(data)
         while start < total:
             end = start
             size = 0
-            # A request closes at batch_size items or at the byte budget (one oversized value goes alone).
-            while end < total and end - start < s.batch_size:
+            while end < total and end - start < limit:
                 n = len(data[end])
                 if end > start and size + n > MAX_REQUEST_DATA_BYTES:
                     break
@@ -341,6 +439,12 @@ class Bridge:
                 end += 1
             chunks.append((start, end))
             start = end
+        return chunks
+
+    def transport(self, s, op, policy, data):
+        """send(lane, chunk) -> pending and finish(lane, chunk, pending) -> result texts, for chunks of `data`
+        over the server's transport; errors name items over the whole of `data`."""
+        total = len(data)
         if s.wire is not None:
             send = lambda lane, c: self.wire_send(s, lane, self.wire_command(op, policy, data[c[0]:c[1]], True))
             finish = lambda lane, c, pending: self.wire_results(s, op, data[c[0]:c[1]], self.wire_finish(s, lane, 'svc_' + op, pending, c[0], total), True)
@@ -348,13 +452,17 @@ class Bridge:
             head = self.policy_head(policy)
             send = lambda lane, c: self.http_send(s, lane, self.frame_request(s, op, head, data[c[0]:c[1]]))
             finish = lambda lane, c, pending: self.frame_results(s, op, c[1] - c[0], self.http_finish(s, lane, pending), c[0], total)
+        return send, finish
+
+    def run_chunks(self, send, finish, chunks, out, positions):
+        """The chunks over lanes 0 and 1, their results placed in `out` at `positions`."""
         # One chunk in flight on each lane: chunk k goes on lane k % lanes, and is sent when chunk k - lanes
         # has been read. Any failure closes every lane, so no answer still on its way is read as another call's.
         lanes = 1
         pending = [send(0, chunks[0])]
         try:
             if len(chunks) > 1:
-                second = self.open_lane(send, chunks[1])
+                second = self.open_lane(send, 1, chunks[1])
                 if second is not None:
                     lanes = 2
                     pending.append(second)
@@ -371,13 +479,12 @@ class Bridge:
                 self.close()
                 self.wire_close()
             raise
-        return out
 
-    def open_lane(self, send, chunk):
-        """`chunk` sent on lane 1; None when that connection cannot be opened (the engine's connection limit,
-        say): the array then goes on over lane 0 alone."""
+    def open_lane(self, send, lane, chunk):
+        """`chunk` sent on `lane`; None when that connection cannot be opened (the engine's connection limit,
+        say): the array then goes on over the lanes already open."""
         try:
-            return send(1, chunk)
+            return send(lane, chunk)
         except LaneRefused:
             return None
 
@@ -819,6 +926,13 @@ class Bridge:
         self.plpy.error(message, **kwargs)
 
 
+def array_values(values):
+    """(a copy of values to place results in, the positions of its non-NULL values, their UTF-8 bytes)."""
+    out = list(values) if values is not None else None
+    positions = [i for i, v in enumerate(out) if v is not None] if out is not None else []
+    return out, positions, [out[i].encode('utf-8') for i in positions]
+
+
 def in_parallel_worker():
     # PostgreSQL names its parallel workers in the process title ("postgres: parallel worker for PID n").
     try:
@@ -849,7 +963,7 @@ def b64(data):
 
 def drop(conns, keys, lane):
     """Closes the connection of `lane` in `conns` (sockets or psycopg2 connections), or every one."""
-    for k in range(LANES) if lane is None else (lane,):
+    for k in range(len(conns)) if lane is None else (lane,):
         if conns[k] is not None:
             try:
                 conns[k].close()

@@ -83,6 +83,8 @@ export interface Bridge {
   decryptArray(cfg: Cfg, values: ReadonlyArray<string | null> | null): Array<string | null> | null;
   rewrap(cfg: Cfg, data: string): string;
   rewrapArray(cfg: Cfg, values: ReadonlyArray<string | null> | null): Array<string | null> | null;
+  arraySend(cfg: Cfg, op: string, values: ReadonlyArray<string | null> | null, policyCode: string | null): number;
+  arrayCollect(cfg: Cfg, op: string, values: ReadonlyArray<string | null> | null, policyCode: string | null): Array<string | null> | null;
   equalityTerms(cfg: Cfg, data: string, policyCode: string): string[];
   health(cfg: Cfg): string;
   engineInfo(cfg: Cfg): string;
@@ -98,6 +100,9 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
     tenant: STATEMENTS.tenant,
   };
   let cached: { key: string; settings: Settings } | undefined;
+  // The array svc_array_send recorded. plv8's HTTP calls are synchronous, so nothing travels ahead: the
+  // values go to the engine when svc_array_collect asks for them.
+  let ahead: { op: string; policyCode: string | null; values: Array<string | null> | null } | undefined;
 
   function fail(sqlstate: string, message: string, detail?: string, hint?: string): never {
     plv8.execute(statements.raise, [sqlstate, message, detail ?? null, hint ?? null]);
@@ -309,6 +314,36 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
     return out;
   }
 
+  /** The item maker of an array sent ahead, or 22023 for arguments that do not fit. */
+  function aheadItems(name: string, op: string, policyCode: string | null): [Op, (data: string) => Item] {
+    if (op !== 'encrypt' && op !== 'decrypt' && op !== 'rewrap') fail('22023', `${name}: op must be 'encrypt', 'decrypt' or 'rewrap'`);
+    if (op === 'encrypt') {
+      if (policyCode === null) fail('22023', `${name}: encrypt needs a policy code`);
+      return [op, (data) => ({ data, policyCode })];
+    }
+    if (policyCode !== null) fail('22023', `${name}: ${op} takes no policy code`);
+    return [op, (data) => ({ data })];
+  }
+
+  function arraySend(op: string, values: ReadonlyArray<string | null> | null, policyCode: string | null): number {
+    aheadItems('svc_array_send', op, policyCode);
+    ahead = { op, policyCode, values: values === null ? null : values.slice() };
+    return values === null ? 0 : values.filter((v) => v !== null && v !== undefined).length;
+  }
+
+  function arrayCollect(cfg: Cfg, op: string, values: ReadonlyArray<string | null> | null, policyCode: string | null): Array<string | null> | null {
+    const [checkedOp, makeItem] = aheadItems('svc_array_collect', op, policyCode);
+    const sent = ahead;
+    ahead = undefined;
+    const same = (a: ReadonlyArray<string | null> | null, b: ReadonlyArray<string | null> | null) =>
+      a === null || b === null ? a === b : a.length === b.length && a.every((v, i) => v === b[i]);
+    if (sent === undefined || sent.op !== op || sent.policyCode !== policyCode || !same(sent.values, values)) {
+      fail('55000', 'svc_array_collect: this session has no array sent ahead with these arguments', undefined,
+        'Call svc_array_send with the same arguments first.');
+    }
+    return runArray(cfg, checkedOp, values, makeItem);
+  }
+
   function health(cfg: Cfg): string {
     const s = settings(cfg);
     const { status, content } = exchange(s, 'GET', '/api/health', null, []);
@@ -332,6 +367,8 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
     decryptArray: (cfg, values) => runArray(cfg, 'decrypt', values, (data) => ({ data })),
     rewrap: (cfg, data) => runOne(cfg, 'rewrap', { data }),
     rewrapArray: (cfg, values) => runArray(cfg, 'rewrap', values, (data) => ({ data })),
+    arraySend: (_cfg, op, values, policyCode) => arraySend(op, values, policyCode),
+    arrayCollect,
     equalityTerms: (cfg, data, policyCode) => {
       const s = settings(cfg);
       const path = '/api/equality-terms';
