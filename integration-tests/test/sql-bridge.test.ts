@@ -411,6 +411,122 @@ describe('engine faults', () => {
   });
 });
 
+describe('arrays sent ahead (svc_array_send / svc_array_collect)', () => {
+  const send = (c: pg.Client, op: string, values: unknown, policy: string | null = null) =>
+    c.query('SELECT svc_array_send($1, $2::text[], $3) AS n', [op, values, policy]).then((r) => r.rows[0].n as number);
+  const collect = (c: pg.Client, op: string, values: unknown, policy: string | null = null) =>
+    c.query('SELECT svc_array_collect($1, $2::text[], $3) AS v', [op, values, policy]).then((r) => r.rows[0].v as Array<string | null>);
+
+  it('sends two arrays ahead at once and collects each later, with other calls of the session in between', async () => {
+    const first = ['ahead-1', null, 'ahead-2', 'ahead-3'];
+    const second = Array.from({ length: 5 }, (_, i) => `second-${i}`);
+    proxy.delayMs = 100;
+    try {
+      await withClient(url, async (c) => {
+        proxy.peak = 0;
+        expect(await send(c, 'encrypt', first, POLICIES.random)).toBe(3);
+        expect(await send(c, 'encrypt', second, POLICIES.deterministic)).toBe(5);
+        const between = (await c.query('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', ['between', POLICIES.random])).rows[0].v;
+        expect(between).toBe('between');
+        // Neither send waited for its answer: both requests were at the engine at once (the proxy, in this
+        // process, may count them only after the sends return).
+        expect(proxy.peak).toBeGreaterThanOrEqual(2);
+        const secondOut = await collect(c, 'encrypt', second, POLICIES.deterministic);
+        const firstOut = await collect(c, 'encrypt', first, POLICIES.random);
+        expect(firstOut[1]).toBeNull();
+        expect([...firstOut.filter((v) => v !== null), ...secondOut].every((v) => CIPHERTEXT.test(v as string))).toBe(true);
+        expect(await send(c, 'decrypt', firstOut)).toBe(3);
+        expect(await collect(c, 'decrypt', firstOut)).toEqual(first);
+        expect((await c.query('SELECT svc_decrypt($1::text[]) AS v', [secondOut])).rows[0].v).toEqual(second);
+      });
+    } finally {
+      proxy.delayMs = 0;
+    }
+  });
+
+  it('collects only what the session sent with the same arguments, once; a third send discards the oldest', async () => {
+    await withClient(url, async (c) => {
+      const notSent = async (statement: Promise<unknown>) => {
+        const error = await sqlFailure(statement);
+        expect(error).toMatchObject({ code: '55000', message: 'svc_array_collect: this session has no array sent ahead with these arguments' });
+      };
+      await notSent(collect(c, 'encrypt', ['a'], POLICIES.random));
+      await send(c, 'encrypt', ['a', 'b'], POLICIES.random);
+      await notSent(collect(c, 'encrypt', ['a', 'c'], POLICIES.random));
+      await notSent(collect(c, 'encrypt', ['a', 'b'], POLICIES.deterministic));
+      expect(await collect(c, 'encrypt', ['a', 'b'], POLICIES.random)).toHaveLength(2);
+      await notSent(collect(c, 'encrypt', ['a', 'b'], POLICIES.random));
+      await send(c, 'encrypt', ['one'], POLICIES.random);
+      await send(c, 'encrypt', ['two'], POLICIES.random);
+      await send(c, 'encrypt', ['three'], POLICIES.random);
+      await notSent(collect(c, 'encrypt', ['one'], POLICIES.random));
+      const three = await collect(c, 'encrypt', ['three'], POLICIES.random);
+      const two = await collect(c, 'encrypt', ['two'], POLICIES.random);
+      expect((await c.query('SELECT svc_decrypt($1::text[]) AS v', [[...two, ...three]])).rows[0].v).toEqual(['two', 'three']);
+      expect(await send(c, 'encrypt', null, POLICIES.random)).toBe(0);
+      expect(await collect(c, 'encrypt', null, POLICIES.random)).toBeNull();
+    });
+    for (const [op, policy, message] of [
+      ['shred', null, "svc_array_send: op must be 'encrypt', 'decrypt' or 'rewrap'"],
+      ['encrypt', null, 'svc_array_send: encrypt needs a policy code'],
+      ['decrypt', POLICIES.random, 'svc_array_send: decrypt takes no policy code'],
+    ] as const) {
+      const error = await withClient(url, (c) => sqlFailure(send(c, op, ['x'], policy)));
+      expect(error).toMatchObject({ code: '22023', message });
+    }
+  });
+
+  it('names the failing item over the whole array, beyond one request, and the session goes on', async () => {
+    await withClient(url, async (c) => {
+      const good = (await c.query('SELECT svc_encrypt($1, $2) AS v', ['x', POLICIES.random])).rows[0].v as string;
+      // More values than one request carries: the rest goes at collect, and is counted on from there.
+      const items = Array.from({ length: 10_003 }, () => good);
+      items[10_001] = 'garbage';
+      await send(c, 'decrypt', items);
+      expect(await sqlFailure(collect(c, 'decrypt', items))).toMatchObject({ code: 'SV001', detail: 'item 10002 of 10003' });
+      items[10_001] = good;
+      items[3] = 'garbage';
+      await send(c, 'decrypt', items);
+      expect(await sqlFailure(collect(c, 'decrypt', items))).toMatchObject({ code: 'SV001', detail: 'item 4 of 10003' });
+      items[3] = good;
+      await send(c, 'decrypt', items);
+      const back = await collect(c, 'decrypt', items);
+      expect(back).toHaveLength(10_003);
+      expect(back.every((v) => v === 'x')).toBe(true);
+    });
+  });
+
+  it('asks again at collect for an answer lost to a dropped connection', async () => {
+    const values = ['lost-1', 'lost-2', null, 'lost-3'];
+    proxy.delayMs = 200;
+    try {
+      await withClient(url, async (c) => {
+        await send(c, 'encrypt', values, POLICIES.random);
+        proxy.dropConnections();
+        const out = await collect(c, 'encrypt', values, POLICIES.random);
+        expect((await c.query('SELECT svc_decrypt($1::text[]) AS v', [out])).rows[0].v).toEqual(values);
+      });
+    } finally {
+      proxy.delayMs = 0;
+    }
+  });
+
+  it('the bulk procedure has the next chunk at the engine while it writes the last', async () => {
+    await sql(`DROP TABLE IF EXISTS pipelined; CREATE TABLE pipelined (id int PRIMARY KEY, v text);
+      INSERT INTO pipelined SELECT g, 'row-' || g FROM generate_series(1, 12) g`);
+    proxy.delayMs = 100;
+    try {
+      proxy.peak = 0;
+      await sql("CALL svc_encrypt_column('pipelined', 'v', $1, 3)", [POLICIES.random]);
+      expect(proxy.peak).toBe(2);
+    } finally {
+      proxy.delayMs = 0;
+    }
+    const rows = await sql('SELECT id, svc_decrypt(v) AS v FROM pipelined ORDER BY id');
+    expect(rows.map((r) => r.v)).toEqual(Array.from({ length: 12 }, (_, i) => `row-${i + 1}`));
+  });
+});
+
 describe('the HTTP exchange', () => {
   /** A server that answers every request with the given raw HTTP response, then keeps the connection open. */
   async function rawServer(answer: string): Promise<{ url: string; close(): Promise<void> }> {

@@ -1133,12 +1133,12 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:0119fa791e7f')
+  py_prelude := replace($py$b = GD.get('svc_bridge:21fdc175f046')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:0119fa791e7f'] = m.Bridge(plpy)
+    b = GD['svc_bridge:21fdc175f046'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into binary-frame
 # requests to the engine's batch endpoints (docs/binary-frame.md), or, with the server option wire_url, into
@@ -1536,6 +1536,10 @@ class Bridge:
                     pending = send(ahead.lane, chunk)
                 # The wait counts from now: the caller's own work since the send is not the engine's delay.
                 pending[1] = time.monotonic() + s.timeout_s
+                if pending[-1] is False:
+                    # The values are here: an answer lost to a connection that broke meanwhile is asked for
+                    # again once, as on a reused connection.
+                    pending[-1] = True
                 for i, value in zip(positions[chunk[0]:chunk[1]], finish(ahead.lane, chunk, pending)):
                     out[i] = value
             except BaseException:

@@ -394,6 +394,10 @@ class Bridge:
                     pending = send(ahead.lane, chunk)
                 # The wait counts from now: the caller's own work since the send is not the engine's delay.
                 pending[1] = time.monotonic() + s.timeout_s
+                if pending[-1] is False:
+                    # The values are here: an answer lost to a connection that broke meanwhile is asked for
+                    # again once, as on a reused connection.
+                    pending[-1] = True
                 for i, value in zip(positions[chunk[0]:chunk[1]], finish(ahead.lane, chunk, pending)):
                     out[i] = value
             except BaseException:
