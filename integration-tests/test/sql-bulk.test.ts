@@ -130,6 +130,40 @@ describe('svc_encrypt_column / svc_decrypt_column', () => {
     expect(await count(`email !~ ${CIPHERTEXT}`)).toBe(0);
   });
 
+  it('leaves a row another session changed while its chunk was at the engine as that session wrote it', async () => {
+    await fill('accounts', 300);
+    const nonNull = 300 - Math.floor(300 / 17);
+    const other = new pg.Client({ connectionString: url });
+    await other.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query("UPDATE accounts SET email = 'changed@example.com' WHERE id = 5");
+      // The walk reads id 5's old value (readers do not wait) and sends it; writing that chunk back waits
+      // for this transaction, which then commits a new value.
+      const running = call('CALL svc_encrypt_column($1, $2, $3, 100)', ['accounts', 'email', POLICIES.random]);
+      // (Asked outside that transaction, which would keep seeing its first view of pg_stat_activity.)
+      while (
+        (await count("wait_event_type = 'Lock' AND query LIKE 'CALL svc_encrypt_column%'", 'pg_stat_activity')) === 0
+      ) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await other.query('COMMIT');
+      const notices = await running;
+      expect(notices).toContain(
+        'svc_encrypt_column: 1 rows changed by another session while their chunk was at the engine were left as written; call the procedure again to do them',
+      );
+    } finally {
+      await other.end();
+    }
+    const row5 = await withClient(url, async (c) => (await c.query('SELECT email FROM accounts WHERE id = 5')).rows[0]?.email);
+    expect(row5).toBe('changed@example.com');
+    expect(await count(`email ~ ${CIPHERTEXT}`)).toBe(nonNull - 1);
+    await call('CALL svc_encrypt_column($1, $2, $3, 100)', ['accounts', 'email', POLICIES.random]);
+    const back = await withClient(url, async (c) => (await c.query('SELECT svc_decrypt(email) AS v FROM accounts WHERE id = 5')).rows[0]?.v);
+    expect(back).toBe('changed@example.com');
+    expect(await count(`email !~ ${CIPHERTEXT}`)).toBe(0);
+  });
+
   it('walks a table without a primary key by a named unique column, and says when it needs one', async () => {
     await withClient(url, (c) =>
       c.query(`DROP TABLE IF EXISTS loose; CREATE TABLE loose (code text NOT NULL UNIQUE, secret text);
