@@ -81,6 +81,23 @@ describe('plv8 bridge under the shim', () => {
     expect(shim.call('svc__encrypt_array', [], POLICIES.random, cfg())).toEqual([]);
   });
 
+  it('collects an array "sent ahead" only with the arguments it was sent with, once', () => {
+    const values = ['ahead', null, 'later'];
+    expect(shim.call('svc__array_send', 'encrypt', values, POLICIES.random, cfg())).toBe(2);
+    const notSent = { sqlerrcode: '55000', message: 'svc_array_collect: this session has no array sent ahead with these arguments' };
+    expect(failure(() => shim.call('svc__array_collect', 'encrypt', ['other'], POLICIES.random, cfg()))).toMatchObject(notSent);
+    shim.call('svc__array_send', 'encrypt', values, POLICIES.random, cfg());
+    const enc = shim.call('svc__array_collect', 'encrypt', values, POLICIES.random, cfg()) as Array<string | null>;
+    expect(enc[1]).toBeNull();
+    expect(failure(() => shim.call('svc__array_collect', 'encrypt', values, POLICIES.random, cfg()))).toMatchObject(notSent);
+    shim.call('svc__array_send', 'decrypt', enc, null, cfg());
+    expect(shim.call('svc__array_collect', 'decrypt', enc, null, cfg())).toEqual(values);
+    expect(failure(() => shim.call('svc__array_send', 'decrypt', enc, POLICIES.random, cfg()))).toMatchObject({
+      sqlerrcode: '22023',
+      message: 'svc_array_send: decrypt takes no policy code',
+    });
+  });
+
   it('raises SV001 with the engine message for an unknown policy and a tampered ciphertext', () => {
     const unknown = failure(() => shim.call('svc__encrypt', 'x', 'NO_SUCH_POLICY', cfg()));
     expect(unknown).toMatchObject({ sqlerrcode: 'SV001', message: 'svc_encrypt: policy not found: NO_SUCH_POLICY' });

@@ -138,6 +138,46 @@ describe('over the wire endpoint', () => {
     }
   });
 
+  it('sends arrays ahead on connections of their own, and the bulk procedures run over them', async () => {
+    const proxy = await startStallingProxy(engine.pgPort as number);
+    await pointAt(proxy.port);
+    try {
+      await asApp(async (c) => {
+        expect((await c.query<Row>('SELECT svc_encrypt($1, $2) AS v', ['one', POLICIES.random])).rows[0]?.v).toMatch(/^hub:/);
+        const first = ['w1', null, 'w2'];
+        const second = ['w3', 'w4'];
+        expect((await c.query<Row>('SELECT svc_array_send($1, $2::text[], $3) AS n', ['encrypt', first, POLICIES.random])).rows[0]?.n).toBe(2);
+        await c.query('SELECT svc_array_send($1, $2::text[], $3)', ['encrypt', second, POLICIES.deterministic]);
+        // The call's connection, and one for each array ahead.
+        expect(proxy.open()).toBe(3);
+        expect((await c.query<Row>('SELECT svc_encrypt($1, $2) AS v', ['between', POLICIES.random])).rows[0]?.v).toMatch(/^hub:/);
+        const collect = (op: string, values: unknown, policy: string | null) =>
+          c.query<Row>('SELECT svc_array_collect($1, $2::text[], $3) AS v', [op, values, policy]).then((r) => r.rows[0]?.v as string[]);
+        const enc = [...(await collect('encrypt', first, POLICIES.random)), ...(await collect('encrypt', second, POLICIES.deterministic))];
+        expect(enc[1]).toBeNull();
+        const items = [...enc.slice(0, 3), 'garbage', enc[4]];
+        await c.query('SELECT svc_array_send($1, $2::text[])', ['decrypt', items]);
+        expect(await sqlFailure(collect('decrypt', items, null))).toMatchObject({ code: 'SV001', detail: 'item 3 of 4' });
+        await c.query('SELECT svc_array_send($1, $2::text[])', ['decrypt', enc]);
+        expect(await collect('decrypt', enc, null)).toEqual([...first, ...second]);
+
+        await c.query("TRUNCATE written; INSERT INTO written SELECT 'row-' || g FROM generate_series(1, 25) g");
+      });
+      await asAdmin((c) => c.query('ALTER TABLE written ADD COLUMN id serial PRIMARY KEY'));
+      await asApp(async (c) => {
+        await c.query("CALL svc_encrypt_column('written', 'v', $1, 10)", [POLICIES.random]);
+        expect((await c.query<Row>("SELECT count(*)::int AS n FROM written WHERE v LIKE 'hub:%'")).rows[0]?.n).toBe(25);
+        await c.query("CALL svc_decrypt_column('written', 'v', 10)");
+        const rows = (await c.query<Row>('SELECT v FROM written ORDER BY id')).rows.map((r) => r.v);
+        expect(rows).toEqual(Array.from({ length: 25 }, (_, i) => `row-${i + 1}`));
+      });
+    } finally {
+      await asAdmin((c) => c.query('ALTER TABLE written DROP COLUMN id; TRUNCATE written'));
+      await pointAt(engine.pgPort as number);
+      await proxy.close();
+    }
+  });
+
   it('goes on over one connection when the engine refuses a second one (SVC_PG_MAX_CONNECTIONS=1)', async () => {
     const pgPort = await freePort();
     const single = await startEngine({
