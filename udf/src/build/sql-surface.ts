@@ -234,7 +234,7 @@ export const FUNCTIONS: readonly BridgeFunction[] = [
   },
   {
     name: 'svc_array_send',
-    args: "op text, data text[], policy_code text DEFAULT NULL",
+    args: 'op text, data text[], policy_code text DEFAULT NULL',
     identity: 'text, text[], text',
     returns: 'integer',
     strict: false,
@@ -244,7 +244,7 @@ export const FUNCTIONS: readonly BridgeFunction[] = [
   },
   {
     name: 'svc_array_collect',
-    args: "op text, data text[], policy_code text DEFAULT NULL",
+    args: 'op text, data text[], policy_code text DEFAULT NULL',
     identity: 'text, text[], text',
     returns: 'text[]',
     strict: false,
