@@ -1117,12 +1117,12 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:21fdc175f046')
+  py_prelude := replace($py$b = GD.get('svc_bridge:992fc4176501')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:21fdc175f046'] = m.Bridge(plpy)
+    b = GD['svc_bridge:992fc4176501'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into binary-frame
 # requests to the engine's batch endpoints (docs/binary-frame.md), or, with the server option wire_url, into
@@ -1253,8 +1253,9 @@ class Bridge:
         # first use, and never in a parallel worker, where a worker's wait is bounded by svc.timeout_ms.
         self.tick_plan = None
         self.parallel_worker = in_parallel_worker()
-        # Two connections of each transport ("lanes"): a call uses lane 0; an array of several chunks keeps
-        # one chunk in flight on each, so the backend prepares and reads one while the engine works on the other.
+        # Connections of each transport ("lanes", see CONNECTIONS): a call uses lane 0; an array of several
+        # chunks keeps one chunk in flight on lanes 0 and 1, so the backend prepares and reads one while the
+        # engine works on the other; an array sent ahead waits on lane 2 or 3.
         self.socks = [None] * CONNECTIONS
         self.sock_keys = [None] * CONNECTIONS
         self.tls = None

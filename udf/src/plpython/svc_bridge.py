@@ -127,8 +127,9 @@ class Bridge:
         # first use, and never in a parallel worker, where a worker's wait is bounded by svc.timeout_ms.
         self.tick_plan = None
         self.parallel_worker = in_parallel_worker()
-        # Two connections of each transport ("lanes"): a call uses lane 0; an array of several chunks keeps
-        # one chunk in flight on each, so the backend prepares and reads one while the engine works on the other.
+        # Connections of each transport ("lanes", see CONNECTIONS): a call uses lane 0; an array of several
+        # chunks keeps one chunk in flight on lanes 0 and 1, so the backend prepares and reads one while the
+        # engine works on the other; an array sent ahead waits on lane 2 or 3.
         self.socks = [None] * CONNECTIONS
         self.sock_keys = [None] * CONNECTIONS
         self.tls = None
