@@ -71,6 +71,9 @@ BEGIN
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_connect(text)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_failed(text, text, text, text, text, integer, integer, integer)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_array(text, text, text[])', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_ahead_key(text, text, text[], text)', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_ahead_state()', target_schema);
+  EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_many_head(text, text)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_one(text, text)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_send(text, text)', target_schema);
   EXECUTE format('DROP FUNCTION IF EXISTS %1$I.svc__dblink_many(text, text, integer, integer)', target_schema);

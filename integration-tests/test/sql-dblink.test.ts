@@ -233,6 +233,66 @@ describe('the dblink bridge as an ordinary role', () => {
 });
 
 describe('failures', () => {
+  it('sends arrays ahead and collects them later, as the other bridges do', async () => {
+    await asApp(async (c) => {
+      const send = (op: string, values: unknown, policy: string | null = null) =>
+        c.query<Row>('SELECT svc_array_send($1, $2::text[], $3) AS n', [op, values, policy]).then((r) => r.rows[0]?.n as number);
+      const collect = (op: string, values: unknown, policy: string | null = null) =>
+        c.query<Row>('SELECT svc_array_collect($1, $2::text[], $3) AS v', [op, values, policy]).then((r) => r.rows[0]?.v as string[]);
+      const notSent = { code: '55000', message: 'svc_array_collect: this session has no array sent ahead with these arguments' };
+
+      const first = ['d1', null, 'd2', "it's $$ ; \\ Zoë"];
+      const second = Array.from({ length: 300 }, (_, i) => `second-${i}`);
+      expect(await send('encrypt', first, POLICIES.random)).toBe(3);
+      expect(await send('encrypt', second, POLICIES.deterministic)).toBe(300);
+      // Calls in between use their own connection.
+      expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', ['between', POLICIES.random])).rows[0]?.v).toBe('between');
+      const secondOut = await collect('encrypt', second, POLICIES.deterministic);
+      const firstOut = await collect('encrypt', first, POLICIES.random);
+      expect(firstOut[1]).toBeNull();
+      expect(secondOut.every((v) => CIPHERTEXT.test(v))).toBe(true);
+      expect(await sqlFailure(collect('encrypt', first, POLICIES.random))).toMatchObject(notSent);
+      expect(await send('decrypt', firstOut)).toBe(3);
+      expect(await collect('decrypt', firstOut)).toEqual(first);
+
+      // A third send discards the oldest; arguments are checked.
+      await send('encrypt', ['one'], POLICIES.random);
+      await send('encrypt', ['two'], POLICIES.random);
+      await send('encrypt', ['three'], POLICIES.random);
+      expect(await sqlFailure(collect('encrypt', ['one'], POLICIES.random))).toMatchObject(notSent);
+      expect(await sqlFailure(collect('encrypt', ['two'], POLICIES.deterministic))).toMatchObject(notSent);
+      const two = await collect('encrypt', ['two'], POLICIES.random);
+      const three = await collect('encrypt', ['three'], POLICIES.random);
+      expect((await c.query<Row>('SELECT svc_decrypt($1::text[]) AS v', [[...two, ...three]])).rows[0]?.v).toEqual(['two', 'three']);
+      expect(await sqlFailure(send('decrypt', ['x'], POLICIES.random))).toMatchObject({
+        code: '22023',
+        message: 'svc_array_send: decrypt takes no policy code',
+      });
+
+      // An engine error names the item over the whole array; the session goes on.
+      const items = [...secondOut.slice(0, 199), 'garbage', ...secondOut.slice(200)];
+      await send('decrypt', items);
+      expect(await sqlFailure(collect('decrypt', items))).toMatchObject({ code: 'SV001', detail: 'item 200 of 300' });
+      await send('decrypt', secondOut);
+      expect(await collect('decrypt', secondOut)).toEqual(second);
+
+      // A send rolled back with its transaction is not collected, and its answer is never read.
+      await c.query('BEGIN');
+      await send('encrypt', ['rolled back'], POLICIES.random);
+      await c.query('ROLLBACK');
+      expect(await sqlFailure(collect('encrypt', ['rolled back'], POLICIES.random))).toMatchObject(notSent);
+      await send('encrypt', ['after'], POLICIES.random);
+      const after = await collect('encrypt', ['after'], POLICIES.random);
+      expect((await c.query<Row>('SELECT svc_decrypt($1) AS v', [after[0]])).rows[0]?.v).toBe('after');
+
+      // An answer lost to an engine restart is asked for again at collect.
+      await send('encrypt', first, POLICIES.random);
+      await restartEngine();
+      const again = await collect('encrypt', first, POLICIES.random);
+      expect((await c.query<Row>('SELECT svc_decrypt($1::text[]) AS v', [again])).rows[0]?.v).toEqual(first);
+    });
+  });
+
   it('reconnects once when the engine restarted in mid-session', async () => {
     await asApp(async (c) => {
       await c.query("SET svc.batch_size = '2'");

@@ -297,6 +297,46 @@ BEGIN
   END LOOP;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_array(text, text, text[]) FROM PUBLIC', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_ahead_key(fn text, op text, data text[], policy_code text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE  AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  IF op IS NULL OR op NOT IN ('encrypt', 'decrypt', 'rewrap') THEN
+    RAISE EXCEPTION '%: op must be ''encrypt'', ''decrypt'' or ''rewrap''', fn USING ERRCODE = '22023';
+  END IF;
+  IF op = 'encrypt' AND policy_code IS NULL THEN
+    RAISE EXCEPTION '%: encrypt needs a policy code', fn USING ERRCODE = '22023';
+  END IF;
+  IF op <> 'encrypt' AND policy_code IS NOT NULL THEN
+    RAISE EXCEPTION '%: % takes no policy code', fn, op USING ERRCODE = '22023';
+  END IF;
+  IF pg_catalog.array_ndims(data) > 1 THEN
+    RAISE EXCEPTION '%: only one-dimensional arrays are supported', fn USING ERRCODE = '2202E';
+  END IF;
+  RETURN pg_catalog.md5(pg_catalog.format('%s %L %L', op, policy_code, data::text));
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_ahead_key(text, text, text[], text) FROM PUBLIC', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_ahead_state() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE  AS %2$L',
+      target_schema, replace(replace($dl$
+DECLARE
+  state jsonb;
+BEGIN
+  BEGIN
+    state := nullif(pg_catalog.current_setting('svc.ahead', true), '')::jsonb;
+  EXCEPTION WHEN OTHERS THEN
+    state := NULL;
+  END;
+  IF pg_catalog.jsonb_typeof(state -> 'next') = 'number' AND pg_catalog.jsonb_typeof(state -> 'pending') = 'array' THEN
+    RETURN state;
+  END IF;
+  RETURN '{"next": 1, "pending": []}';
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_ahead_state() FROM PUBLIC', target_schema);
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_many_head(op text, policy_code text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE  AS %2$L',
+      target_schema, replace(replace($dl$
+BEGIN
+  RETURN 'svc_' || op || '_many' || CASE WHEN op = 'encrypt' THEN ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-') ELSE '' END;
+END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_many_head(text, text) FROM PUBLIC', target_schema);
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_encrypt(data text, policy_code text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE STRICT SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
@@ -793,8 +833,52 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
       target_schema, replace(replace($dl$
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
+  key text;
+  state jsonb;
+  pending jsonb;
+  conn text;
+  args text[];
+  command text;
+  total integer;
+  sent integer := 0;
 BEGIN
-  RETURN coalesce((SELECT pg_catalog.count(*) FROM pg_catalog.unnest(data) AS u(v) WHERE u.v IS NOT NULL), 0);
+  -- In the body, not the declarations: the handler that raises errors again clean only covers the body.
+  key := @S@.svc__dblink_ahead_key('svc_array_send', op, data, policy_code);
+  state := @S@.svc__dblink_ahead_state();
+  pending := state -> 'pending';
+  conn := 'svc_engine_ahead_' || (state ->> 'next');
+  IF pg_catalog.jsonb_array_length(pending) >= 2 THEN
+    pending := pending - 0;
+  END IF;
+  -- Connections the state no longer names: the oldest array just discarded, or one sent in a transaction
+  -- that rolled back. Their answers are never read.
+  PERFORM @D@.dblink_disconnect(c) FROM pg_catalog.unnest(@D@.dblink_get_connections()) AS c
+   WHERE pg_catalog.starts_with(c, 'svc_engine_ahead_')
+     AND NOT EXISTS (SELECT FROM pg_catalog.jsonb_array_elements(pending) AS p WHERE p ->> 'conn' = c);
+  args := ARRAY(SELECT coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(u.v, 'UTF8'), 'base64'), ''), '-') FROM pg_catalog.unnest(data) WITH ORDINALITY AS u(v, o) WHERE u.v IS NOT NULL ORDER BY u.o);
+  total := coalesce(pg_catalog.cardinality(args), 0);
+  IF total BETWEEN 1 AND 10000 THEN
+    command := @S@.svc__dblink_many_head(op, policy_code) || ' ' || pg_catalog.array_to_string(args, ' ');
+    IF pg_catalog.octet_length(command) <= 8388608 THEN
+      BEGIN
+        PERFORM @S@.svc__dblink_connect('svc_array_send', conn);
+        IF @D@.dblink_send_query(conn, command) = 1 THEN
+          sent := total;
+        END IF;
+      EXCEPTION WHEN OTHERS THEN
+        -- No connection (the engine's connection limit, or the engine down): the values go at collect,
+        -- which reports any error.
+        NULL;
+      END;
+      IF sent = 0 THEN
+        PERFORM @D@.dblink_disconnect(conn) WHERE conn = ANY (@D@.dblink_get_connections());
+      END IF;
+    END IF;
+  END IF;
+  PERFORM pg_catalog.set_config('svc.ahead', pg_catalog.jsonb_build_object('next', (state ->> 'next')::bigint + 1,
+    'pending', pending || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('key', key,
+      'conn', CASE WHEN sent > 0 THEN conn END, 'sent', sent)))::text, false);
+  RETURN total;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -814,11 +898,96 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
       target_schema, replace(replace($dl$
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
+  key text;
+  state jsonb;
+  entry jsonb;
+  entry_index integer;
+  conn text;
+  head text;
+  out text[] := data;
+  pos integer[];
+  res text[];
+  total integer;
+  k integer;
+  st text;
+  msg text;
+  det text;
+  hnt text;
+  setting text;
+  timeout_ms integer;
+  started timestamptz;
+  spin_until timestamptz;
 BEGIN
-  IF op = 'encrypt' THEN
-    RETURN @S@.svc__dblink_array('svc_encrypt', 'svc_encrypt_many ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-'), data);
+  key := @S@.svc__dblink_ahead_key('svc_array_collect', op, data, policy_code);
+  state := @S@.svc__dblink_ahead_state();
+  head := @S@.svc__dblink_many_head(op, policy_code);
+  SELECT e.p, e.o::integer - 1 INTO entry, entry_index
+    FROM pg_catalog.jsonb_array_elements(state -> 'pending') WITH ORDINALITY AS e(p, o) WHERE e.p ->> 'key' = key ORDER BY e.o LIMIT 1;
+  IF entry IS NULL THEN
+    RAISE EXCEPTION 'svc_array_collect: this session has no array sent ahead with these arguments'
+      USING ERRCODE = '55000', HINT = 'Call svc_array_send with the same arguments first.';
   END IF;
-  RETURN @S@.svc__dblink_array('svc_' || op, 'svc_' || op || '_many', data);
+  PERFORM pg_catalog.set_config('svc.ahead', pg_catalog.jsonb_set(state, '{pending}', (state -> 'pending') - entry_index)::text, false);
+  conn := entry ->> 'conn';
+  IF conn IS NULL THEN
+    RETURN @S@.svc__dblink_array('svc_' || op, head, data);
+  END IF;
+  pos := ARRAY(SELECT (u.o + pg_catalog.array_lower(data, 1) - 1)::integer
+                 FROM pg_catalog.unnest(data) WITH ORDINALITY AS u(v, o) WHERE u.v IS NOT NULL ORDER BY u.o);
+  total := pg_catalog.cardinality(pos);
+  setting := pg_catalog.current_setting('svc.timeout_ms', true);
+  timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
+  IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
+    -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
+    timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  FOR attempt IN 1..2 LOOP
+    BEGIN
+      IF NOT coalesce(conn = ANY (@D@.dblink_get_connections()), false) THEN
+        PERFORM @S@.svc__dblink_connect('svc_array_collect', conn);
+        IF @D@.dblink_send_query(conn, head || ' ' || pg_catalog.array_to_string(ARRAY(
+             SELECT coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(u.v, 'UTF8'), 'base64'), ''), '-') FROM pg_catalog.unnest(data) WITH ORDINALITY AS u(v, o) WHERE u.v IS NOT NULL ORDER BY u.o), ' ')) <> 1 THEN
+          RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
+        END IF;
+      END IF;
+      started := pg_catalog.clock_timestamp();
+      spin_until := started + interval '0.5 milliseconds';
+      WHILE @D@.dblink_is_busy(conn) = 1 LOOP
+        IF pg_catalog.clock_timestamp() > spin_until THEN
+          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+            RAISE EXCEPTION 'svc_array_collect: engine at foreign server ${SERVER_NAME} did not answer within svc.timeout_ms (% ms)', timeout_ms
+              USING ERRCODE = 'SV002';
+          END IF;
+          PERFORM pg_catalog.pg_sleep(0.001);
+          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+          FOR poll IN 1..16 LOOP
+            EXIT WHEN @D@.dblink_is_busy(conn) = 0;
+          END LOOP;
+        END IF;
+      END LOOP;
+      SELECT pg_catalog.array_agg(t.data ORDER BY t.i) INTO res
+        FROM ROWS FROM (@D@.dblink_get_result(conn) AS (i integer, data text), @D@.dblink_get_result(conn) AS (end_of_answer text)) AS t;
+      IF coalesce(pg_catalog.cardinality(res), 0) <> total THEN
+        RAISE EXCEPTION 'svc_array_collect: the engine answered % values for %', coalesce(pg_catalog.cardinality(res), 0), total
+          USING ERRCODE = 'SV002';
+      END IF;
+      FOR k IN 1 .. total LOOP
+        out[pos[k]] := res[k];
+      END LOOP;
+      PERFORM @D@.dblink_disconnect(conn);
+      RETURN out;
+    EXCEPTION
+      WHEN query_canceled THEN
+        PERFORM @D@.dblink_disconnect(conn) WHERE conn = ANY (@D@.dblink_get_connections());
+        RAISE;
+      WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @D@.dblink_disconnect(conn) WHERE conn = ANY (@D@.dblink_get_connections());
+    -- A broken connection comes back here once (the values are sent again on a new one); anything else is raised.
+    PERFORM @S@.svc__dblink_failed('svc_' || op, st, msg, det, hnt, attempt, 0, total);
+  END LOOP;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -1114,6 +1283,9 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_connect(text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_failed(text, text, text, text, text, integer, integer, integer)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_array(text, text, text[])', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_ahead_key(text, text, text[], text)', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_ahead_state()', target_schema);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many_head(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);

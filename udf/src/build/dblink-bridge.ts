@@ -19,6 +19,13 @@ export const CONNECTION_NAME = 'svc_engine';
  * read on the first, so the engine works while the backend places results.
  */
 export const SECOND_CONNECTION_NAME = 'svc_engine_2';
+/**
+ * The connections of arrays sent ahead (svc_array_send) are named this, then a number: one connection per
+ * array, never reused, so an answer can only be read as the array it was sent for.
+ */
+export const AHEAD_CONNECTION_PREFIX = 'svc_engine_ahead_';
+/** Most values an array sent ahead carries in its one command (the engine's default SVC_BATCH_MAX_ITEMS). */
+const AHEAD_MAX_VALUES = 10_000;
 /** Largest command text one round trip sends (the engine's default message limit is 32 MiB). */
 export const MAX_COMMAND_CHARS = 8 * 1024 * 1024;
 /** How long the wait for an answer polls without sleeping, in milliseconds. */
@@ -36,6 +43,9 @@ export const DBLINK_INTERNALS: ReadonlyArray<{ name: string; identity: string }>
   { name: 'svc__dblink_connect', identity: 'text' },
   { name: 'svc__dblink_failed', identity: 'text, text, text, text, text, integer, integer, integer' },
   { name: 'svc__dblink_array', identity: 'text, text, text[]' },
+  { name: 'svc__dblink_ahead_key', identity: 'text, text, text[], text' },
+  { name: 'svc__dblink_ahead_state', identity: '' },
+  { name: 'svc__dblink_many_head', identity: 'text, text' },
 ];
 
 /**
@@ -259,6 +269,59 @@ BEGIN
   RAISE EXCEPTION USING ERRCODE = st, MESSAGE = msg, DETAIL = coalesce(det, ''), HINT = coalesce(hnt, '');
 END`,
   },
+  // The command an array of `op` starts with: svc_<op>_many, and the policy for encrypt.
+  'svc__dblink_many_head(text, text)': {
+    args: 'op text, policy_code text',
+    returns: 'text',
+    body: `
+BEGIN
+  RETURN 'svc_' || op || '_many' || CASE WHEN op = 'encrypt' THEN ' ' || ${b64('policy_code')} ELSE '' END;
+END`,
+  },
+  // The arguments of svc_array_send / svc_array_collect (fn) checked, and what identifies an array sent
+  // ahead: a digest of the operation, the policy code and every value.
+  'svc__dblink_ahead_key(text, text, text[], text)': {
+    args: 'fn text, op text, data text[], policy_code text',
+    returns: 'text',
+    body: `
+BEGIN
+  IF op IS NULL OR op NOT IN ('encrypt', 'decrypt', 'rewrap') THEN
+    RAISE EXCEPTION '%: op must be ''encrypt'', ''decrypt'' or ''rewrap''', fn USING ERRCODE = '22023';
+  END IF;
+  IF op = 'encrypt' AND policy_code IS NULL THEN
+    RAISE EXCEPTION '%: encrypt needs a policy code', fn USING ERRCODE = '22023';
+  END IF;
+  IF op <> 'encrypt' AND policy_code IS NOT NULL THEN
+    RAISE EXCEPTION '%: % takes no policy code', fn, op USING ERRCODE = '22023';
+  END IF;
+  IF pg_catalog.array_ndims(data) > 1 THEN
+    RAISE EXCEPTION '%: only one-dimensional arrays are supported', fn USING ERRCODE = '2202E';
+  END IF;
+  RETURN pg_catalog.md5(pg_catalog.format('%s %L %L', op, policy_code, data::text));
+END`,
+  },
+  // The session's arrays sent ahead, oldest first, and the number of the next one, from the setting
+  // svc.ahead: {"next": n, "pending": [{"key": digest, "conn": name or null, "sent": values sent}, ...]}.
+  // A setting is rolled back with the transaction that set it, while connections are not: the state only
+  // ever names connections opened for the array it describes, and svc_array_send closes any other.
+  'svc__dblink_ahead_state()': {
+    args: '',
+    returns: 'jsonb',
+    body: `
+DECLARE
+  state jsonb;
+BEGIN
+  BEGIN
+    state := nullif(pg_catalog.current_setting('svc.ahead', true), '')::jsonb;
+  EXCEPTION WHEN OTHERS THEN
+    state := NULL;
+  END;
+  IF pg_catalog.jsonb_typeof(state -> 'next') = 'number' AND pg_catalog.jsonb_typeof(state -> 'pending') = 'array' THEN
+    RETURN state;
+  END IF;
+  RETURN '{"next": 1, "pending": []}';
+END`,
+  },
   // The array forms: the non-NULL values go in *_many commands of at most svc.batch_size values and
   // MAX_COMMAND_CHARS characters (one larger value goes alone); order and NULL elements are kept. The
   // arguments are encoded in one query and each command is a slice of them joined in one call (a loop over
@@ -421,17 +484,126 @@ END`,
 BEGIN
   RETURN @S@.svc__dblink_array('svc_rewrap', 'svc_rewrap_many', data);
 END`,
-  // Placeholder: no answer is sent ahead yet; collect runs the array form.
+  // An array sent ahead: its non-NULL values in one *_many command on a connection of its own, not waited
+  // for. Two can be ahead at once (a third send discards the oldest). Arrays over AHEAD_MAX_VALUES values or
+  // MAX_COMMAND_CHARS, and any the engine refuses a connection for, are recorded but go at collect.
   'svc_array_send(text, text[], text)': `
+DECLARE
+  key text;
+  state jsonb;
+  pending jsonb;
+  conn text;
+  args text[];
+  command text;
+  total integer;
+  sent integer := 0;
 BEGIN
-  RETURN coalesce((SELECT pg_catalog.count(*) FROM pg_catalog.unnest(data) AS u(v) WHERE u.v IS NOT NULL), 0);
-END`,
-  'svc_array_collect(text, text[], text)': `
-BEGIN
-  IF op = 'encrypt' THEN
-    RETURN @S@.svc__dblink_array('svc_encrypt', 'svc_encrypt_many ' || ${b64('policy_code')}, data);
+  -- In the body, not the declarations: the handler that raises errors again clean only covers the body.
+  key := @S@.svc__dblink_ahead_key('svc_array_send', op, data, policy_code);
+  state := @S@.svc__dblink_ahead_state();
+  pending := state -> 'pending';
+  conn := '${AHEAD_CONNECTION_PREFIX}' || (state ->> 'next');
+  IF pg_catalog.jsonb_array_length(pending) >= 2 THEN
+    pending := pending - 0;
   END IF;
-  RETURN @S@.svc__dblink_array('svc_' || op, 'svc_' || op || '_many', data);
+  -- Connections the state no longer names: the oldest array just discarded, or one sent in a transaction
+  -- that rolled back. Their answers are never read.
+  PERFORM @D@.dblink_disconnect(c) FROM pg_catalog.unnest(@D@.dblink_get_connections()) AS c
+   WHERE pg_catalog.starts_with(c, '${AHEAD_CONNECTION_PREFIX}')
+     AND NOT EXISTS (SELECT FROM pg_catalog.jsonb_array_elements(pending) AS p WHERE p ->> 'conn' = c);
+  args := ARRAY(SELECT ${b64('u.v')} FROM pg_catalog.unnest(data) WITH ORDINALITY AS u(v, o) WHERE u.v IS NOT NULL ORDER BY u.o);
+  total := coalesce(pg_catalog.cardinality(args), 0);
+  IF total BETWEEN 1 AND ${AHEAD_MAX_VALUES} THEN
+    command := @S@.svc__dblink_many_head(op, policy_code) || ' ' || pg_catalog.array_to_string(args, ' ');
+    IF pg_catalog.octet_length(command) <= ${MAX_COMMAND_CHARS} THEN
+      BEGIN
+        PERFORM @S@.svc__dblink_connect('svc_array_send', conn);
+        IF @D@.dblink_send_query(conn, command) = 1 THEN
+          sent := total;
+        END IF;
+      EXCEPTION WHEN OTHERS THEN
+        -- No connection (the engine's connection limit, or the engine down): the values go at collect,
+        -- which reports any error.
+        NULL;
+      END;
+      IF sent = 0 THEN
+        PERFORM @D@.dblink_disconnect(conn) WHERE conn = ANY (@D@.dblink_get_connections());
+      END IF;
+    END IF;
+  END IF;
+  PERFORM pg_catalog.set_config('svc.ahead', pg_catalog.jsonb_build_object('next', (state ->> 'next')::bigint + 1,
+    'pending', pending || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('key', key,
+      'conn', CASE WHEN sent > 0 THEN conn END, 'sent', sent)))::text, false);
+  RETURN total;
+END`,
+  // The results of the array sent ahead with these arguments: its answer read on its own connection (sent
+  // again once on a new one when that connection is gone or broke: the values are here), or the array
+  // form when nothing went ahead. The connection is closed after.
+  'svc_array_collect(text, text[], text)': `
+DECLARE
+  key text;
+  state jsonb;
+  entry jsonb;
+  entry_index integer;
+  conn text;
+  head text;
+  out text[] := data;
+  pos integer[];
+  res text[];
+  total integer;
+  k integer;${WAIT_DECLARE}
+BEGIN
+  key := @S@.svc__dblink_ahead_key('svc_array_collect', op, data, policy_code);
+  state := @S@.svc__dblink_ahead_state();
+  head := @S@.svc__dblink_many_head(op, policy_code);
+  SELECT e.p, e.o::integer - 1 INTO entry, entry_index
+    FROM pg_catalog.jsonb_array_elements(state -> 'pending') WITH ORDINALITY AS e(p, o) WHERE e.p ->> 'key' = key ORDER BY e.o LIMIT 1;
+  IF entry IS NULL THEN
+    RAISE EXCEPTION 'svc_array_collect: this session has no array sent ahead with these arguments'
+      USING ERRCODE = '55000', HINT = 'Call svc_array_send with the same arguments first.';
+  END IF;
+  PERFORM pg_catalog.set_config('svc.ahead', pg_catalog.jsonb_set(state, '{pending}', (state -> 'pending') - entry_index)::text, false);
+  conn := entry ->> 'conn';
+  IF conn IS NULL THEN
+    RETURN @S@.svc__dblink_array('svc_' || op, head, data);
+  END IF;
+  pos := ARRAY(SELECT (u.o + pg_catalog.array_lower(data, 1) - 1)::integer
+                 FROM pg_catalog.unnest(data) WITH ORDINALITY AS u(v, o) WHERE u.v IS NOT NULL ORDER BY u.o);
+  total := pg_catalog.cardinality(pos);${READ_TIMEOUT}
+  FOR attempt IN 1..2 LOOP
+    BEGIN
+      IF NOT coalesce(conn = ANY (@D@.dblink_get_connections()), false) THEN
+        PERFORM @S@.svc__dblink_connect('svc_array_collect', conn);
+        IF @D@.dblink_send_query(conn, head || ' ' || pg_catalog.array_to_string(ARRAY(
+             SELECT ${b64('u.v')} FROM pg_catalog.unnest(data) WITH ORDINALITY AS u(v, o) WHERE u.v IS NOT NULL ORDER BY u.o), ' ')) <> 1 THEN
+          RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
+        END IF;
+      END IF;
+${waitForAnswer('conn', [
+  "RAISE EXCEPTION 'svc_array_collect: engine at foreign server ${SERVER_NAME} did not answer within svc.timeout_ms (% ms)', timeout_ms",
+  "  USING ERRCODE = 'SV002';",
+], '      ')}
+      ${fetchInto('pg_catalog.array_agg(t.data ORDER BY t.i)', 'res', 'i integer, data text', 'conn')}
+      IF coalesce(pg_catalog.cardinality(res), 0) <> total THEN
+        RAISE EXCEPTION 'svc_array_collect: the engine answered % values for %', coalesce(pg_catalog.cardinality(res), 0), total
+          USING ERRCODE = 'SV002';
+      END IF;
+      FOR k IN 1 .. total LOOP
+        out[pos[k]] := res[k];
+      END LOOP;
+      PERFORM @D@.dblink_disconnect(conn);
+      RETURN out;
+    EXCEPTION
+      WHEN query_canceled THEN
+        PERFORM @D@.dblink_disconnect(conn) WHERE conn = ANY (@D@.dblink_get_connections());
+        RAISE;
+      WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st := RETURNED_SQLSTATE, msg := MESSAGE_TEXT, det := PG_EXCEPTION_DETAIL, hnt := PG_EXCEPTION_HINT;
+    END;
+    PERFORM @D@.dblink_disconnect(conn) WHERE conn = ANY (@D@.dblink_get_connections());
+    -- A broken connection comes back here once (the values are sent again on a new one); anything else is raised.
+    PERFORM @S@.svc__dblink_failed('svc_' || op, st, msg, det, hnt, attempt, 0, total);
+  END LOOP;
 END`,
   'svc_equality_terms(text, text)': `
 DECLARE
