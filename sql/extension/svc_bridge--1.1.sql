@@ -312,7 +312,10 @@ BEGIN
   IF pg_catalog.array_ndims(data) > 1 THEN
     RAISE EXCEPTION '%: only one-dimensional arrays are supported', fn USING ERRCODE = '2202E';
   END IF;
-  RETURN pg_catalog.md5(pg_catalog.format('%s %L %L', op, policy_code, data::text));
+  -- A 64-bit hash of the values (about 1 ms for 10,000, where md5 of the array's text took 2-14 ms) and
+  -- the array's bounds, which the hash leaves out: the key only tells this session's own arrays apart.
+  RETURN pg_catalog.format('%s %L %s %s', op, policy_code, pg_catalog.array_dims(data),
+    pg_catalog.hash_array_extended(data COLLATE pg_catalog."C", 0));
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_ahead_key(text, text, text[], text) FROM PUBLIC', target_schema);
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_ahead_state() RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE  AS %2$L',

@@ -279,7 +279,7 @@ BEGIN
 END`,
   },
   // The arguments of svc_array_send / svc_array_collect (fn) checked, and what identifies an array sent
-  // ahead: a digest of the operation, the policy code and every value.
+  // ahead: the operation, the policy code and a hash of every value.
   'svc__dblink_ahead_key(text, text, text[], text)': {
     args: 'fn text, op text, data text[], policy_code text',
     returns: 'text',
@@ -297,11 +297,14 @@ BEGIN
   IF pg_catalog.array_ndims(data) > 1 THEN
     RAISE EXCEPTION '%: only one-dimensional arrays are supported', fn USING ERRCODE = '2202E';
   END IF;
-  RETURN pg_catalog.md5(pg_catalog.format('%s %L %L', op, policy_code, data::text));
+  -- A 64-bit hash of the values (about 1 ms for 10,000, where md5 of the array's text took 2-14 ms) and
+  -- the array's bounds, which the hash leaves out: the key only tells this session's own arrays apart.
+  RETURN pg_catalog.format('%s %L %s %s', op, policy_code, pg_catalog.array_dims(data),
+    pg_catalog.hash_array_extended(data COLLATE pg_catalog."C", 0));
 END`,
   },
   // The session's arrays sent ahead, oldest first, and the number of the next one, from the setting
-  // svc.ahead: {"next": n, "pending": [{"key": digest, "conn": name or null, "sent": values sent}, ...]}.
+  // svc.ahead: {"next": n, "pending": [{"key": svc__dblink_ahead_key, "conn": name or null, "sent": values sent}, ...]}.
   // A setting is rolled back with the transaction that set it, while connections are not: the state only
   // ever names connections opened for the array it describes, and svc_array_send closes any other.
   'svc__dblink_ahead_state()': {
