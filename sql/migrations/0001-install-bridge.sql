@@ -344,10 +344,11 @@ BEGIN
   EXCEPTION WHEN OTHERS THEN
     state := NULL;
   END;
-  IF pg_catalog.jsonb_typeof(state -> 'next') = 'number' AND pg_catalog.jsonb_typeof(state -> 'pending') = 'array' THEN
+  IF pg_catalog.jsonb_typeof(state -> 'next') = 'number' AND pg_catalog.jsonb_typeof(state -> 'pending') = 'array'
+     AND pg_catalog.jsonb_typeof(state -> 'idle') = 'array' THEN
     RETURN state;
   END IF;
-  RETURN '{"next": 1, "pending": []}';
+  RETURN '{"next": 1, "idle": [], "pending": []}';
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc__dblink_ahead_state() FROM PUBLIC', target_schema);
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc__dblink_many_head(op text, policy_code text) RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE  AS %2$L',
@@ -855,6 +856,8 @@ DECLARE
   key text;
   state jsonb;
   pending jsonb;
+  idle jsonb;
+  next_number bigint;
   conn text;
   args text[];
   command text;
@@ -865,24 +868,42 @@ BEGIN
   key := @S@.svc__dblink_ahead_key('svc_array_send', op, data, policy_code);
   state := @S@.svc__dblink_ahead_state();
   pending := state -> 'pending';
-  conn := 'svc_engine_ahead_' || (state ->> 'next');
+  idle := state -> 'idle';
+  next_number := (state ->> 'next')::bigint;
   IF pg_catalog.jsonb_array_length(pending) >= 2 THEN
     pending := pending - 0;
   END IF;
-  -- Connections the state no longer names: the oldest array just discarded, or one sent in a transaction
-  -- that rolled back. Their answers are never read.
+  -- Connections the state does not name: the oldest array's, just discarded, or one opened in a
+  -- transaction that rolled back. Their answers are never read.
   PERFORM @D@.dblink_disconnect(c) FROM pg_catalog.unnest(@D@.dblink_get_connections()) AS c
-   WHERE pg_catalog.starts_with(c, 'svc_engine_ahead_')
+   WHERE pg_catalog.starts_with(c, 'svc_engine_ahead_') AND NOT idle ? c
      AND NOT EXISTS (SELECT FROM pg_catalog.jsonb_array_elements(pending) AS p WHERE p ->> 'conn' = c);
+  IF pg_catalog.jsonb_array_length(idle) > 0 THEN
+    conn := idle ->> 0;
+    idle := idle - 0;
+  ELSE
+    conn := 'svc_engine_ahead_' || next_number;
+    next_number := next_number + 1;
+  END IF;
   args := ARRAY(SELECT coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(u.v, 'UTF8'), 'base64'), ''), '-') FROM pg_catalog.unnest(data) WITH ORDINALITY AS u(v, o) WHERE u.v IS NOT NULL ORDER BY u.o);
   total := coalesce(pg_catalog.cardinality(args), 0);
   IF total BETWEEN 1 AND 10000 THEN
     command := @S@.svc__dblink_many_head(op, policy_code) || ' ' || pg_catalog.array_to_string(args, ' ');
     IF pg_catalog.octet_length(command) <= 8388608 THEN
       BEGIN
-        PERFORM @S@.svc__dblink_connect('svc_array_send', conn);
-        IF @D@.dblink_send_query(conn, command) = 1 THEN
-          sent := total;
+        IF coalesce(conn = ANY (@D@.dblink_get_connections()), false) THEN
+          IF @D@.dblink_send_query(conn, command) = 1 THEN
+            sent := total;
+          ELSE
+            -- An idle connection that broke, or still carries the answer of a send rolled back.
+            PERFORM @D@.dblink_disconnect(conn);
+          END IF;
+        END IF;
+        IF sent = 0 THEN
+          PERFORM @S@.svc__dblink_connect('svc_array_send', conn);
+          IF @D@.dblink_send_query(conn, command) = 1 THEN
+            sent := total;
+          END IF;
         END IF;
       EXCEPTION WHEN OTHERS THEN
         -- No connection (the engine's connection limit, or the engine down): the values go at collect,
@@ -894,7 +915,7 @@ BEGIN
       END IF;
     END IF;
   END IF;
-  PERFORM pg_catalog.set_config('svc.ahead', pg_catalog.jsonb_build_object('next', (state ->> 'next')::bigint + 1,
+  PERFORM pg_catalog.set_config('svc.ahead', pg_catalog.jsonb_build_object('next', next_number, 'idle', idle,
     'pending', pending || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('key', key,
       'conn', CASE WHEN sent > 0 THEN conn END, 'sent', sent)))::text, false);
   RETURN total;
@@ -946,7 +967,8 @@ BEGIN
     RAISE EXCEPTION 'svc_array_collect: this session has no array sent ahead with these arguments'
       USING ERRCODE = '55000', HINT = 'Call svc_array_send with the same arguments first.';
   END IF;
-  PERFORM pg_catalog.set_config('svc.ahead', pg_catalog.jsonb_set(state, '{pending}', (state -> 'pending') - entry_index)::text, false);
+  state := pg_catalog.jsonb_set(state, '{pending}', (state -> 'pending') - entry_index);
+  PERFORM pg_catalog.set_config('svc.ahead', state::text, false);
   conn := entry ->> 'conn';
   IF conn IS NULL THEN
     RETURN @S@.svc__dblink_array('svc_' || op, head, data);
@@ -994,7 +1016,11 @@ BEGIN
       FOR k IN 1 .. total LOOP
         out[pos[k]] := res[k];
       END LOOP;
-      PERFORM @D@.dblink_disconnect(conn);
+      IF pg_catalog.jsonb_array_length(state -> 'idle') < 2 THEN
+        PERFORM pg_catalog.set_config('svc.ahead', pg_catalog.jsonb_set(state, '{idle}', (state -> 'idle') || pg_catalog.to_jsonb(conn))::text, false);
+      ELSE
+        PERFORM @D@.dblink_disconnect(conn);
+      END IF;
       RETURN out;
     EXCEPTION
       WHEN query_canceled THEN

@@ -20,8 +20,9 @@ export const CONNECTION_NAME = 'svc_engine';
  */
 export const SECOND_CONNECTION_NAME = 'svc_engine_2';
 /**
- * The connections of arrays sent ahead (svc_array_send) are named this, then a number: one connection per
- * array, never reused, so an answer can only be read as the array it was sent for.
+ * The connections of arrays sent ahead (svc_array_send) are named this, then a number. A connection is
+ * reused only once its answer has been read (at most two are kept idle), so an answer can only be read as
+ * the array it was sent for.
  */
 export const AHEAD_CONNECTION_PREFIX = 'svc_engine_ahead_';
 /** Most values an array sent ahead carries in its one command (the engine's default SVC_BATCH_MAX_ITEMS). */
@@ -303,10 +304,13 @@ BEGIN
     pg_catalog.hash_array_extended(data COLLATE pg_catalog."C", 0));
 END`,
   },
-  // The session's arrays sent ahead, oldest first, and the number of the next one, from the setting
-  // svc.ahead: {"next": n, "pending": [{"key": svc__dblink_ahead_key, "conn": name or null, "sent": values sent}, ...]}.
-  // A setting is rolled back with the transaction that set it, while connections are not: the state only
-  // ever names connections opened for the array it describes, and svc_array_send closes any other.
+  // The session's arrays sent ahead, oldest first, the connections whose answers were read and the number
+  // of the next connection, from the setting svc.ahead: {"next": n, "idle": [names], "pending": [{"key":
+  // svc__dblink_ahead_key, "conn": name or null, "sent": values sent}, ...]}. A setting is rolled back with
+  // the transaction that set it, while connections are not, so the state can be behind them, never ahead:
+  // a pending array names the connection its own command went on (or one since closed, and then collect
+  // sends again); an idle connection may still carry the answer of a send rolled back, and libpq refuses
+  // to send on it (svc_array_send then opens it again); any other connection is closed by svc_array_send.
   'svc__dblink_ahead_state()': {
     args: '',
     returns: 'jsonb',
@@ -319,10 +323,11 @@ BEGIN
   EXCEPTION WHEN OTHERS THEN
     state := NULL;
   END;
-  IF pg_catalog.jsonb_typeof(state -> 'next') = 'number' AND pg_catalog.jsonb_typeof(state -> 'pending') = 'array' THEN
+  IF pg_catalog.jsonb_typeof(state -> 'next') = 'number' AND pg_catalog.jsonb_typeof(state -> 'pending') = 'array'
+     AND pg_catalog.jsonb_typeof(state -> 'idle') = 'array' THEN
     RETURN state;
   END IF;
-  RETURN '{"next": 1, "pending": []}';
+  RETURN '{"next": 1, "idle": [], "pending": []}';
 END`,
   },
   // The array forms: the non-NULL values go in *_many commands of at most svc.batch_size values and
@@ -495,6 +500,8 @@ DECLARE
   key text;
   state jsonb;
   pending jsonb;
+  idle jsonb;
+  next_number bigint;
   conn text;
   args text[];
   command text;
@@ -505,24 +512,42 @@ BEGIN
   key := @S@.svc__dblink_ahead_key('svc_array_send', op, data, policy_code);
   state := @S@.svc__dblink_ahead_state();
   pending := state -> 'pending';
-  conn := '${AHEAD_CONNECTION_PREFIX}' || (state ->> 'next');
+  idle := state -> 'idle';
+  next_number := (state ->> 'next')::bigint;
   IF pg_catalog.jsonb_array_length(pending) >= 2 THEN
     pending := pending - 0;
   END IF;
-  -- Connections the state no longer names: the oldest array just discarded, or one sent in a transaction
-  -- that rolled back. Their answers are never read.
+  -- Connections the state does not name: the oldest array's, just discarded, or one opened in a
+  -- transaction that rolled back. Their answers are never read.
   PERFORM @D@.dblink_disconnect(c) FROM pg_catalog.unnest(@D@.dblink_get_connections()) AS c
-   WHERE pg_catalog.starts_with(c, '${AHEAD_CONNECTION_PREFIX}')
+   WHERE pg_catalog.starts_with(c, '${AHEAD_CONNECTION_PREFIX}') AND NOT idle ? c
      AND NOT EXISTS (SELECT FROM pg_catalog.jsonb_array_elements(pending) AS p WHERE p ->> 'conn' = c);
+  IF pg_catalog.jsonb_array_length(idle) > 0 THEN
+    conn := idle ->> 0;
+    idle := idle - 0;
+  ELSE
+    conn := '${AHEAD_CONNECTION_PREFIX}' || next_number;
+    next_number := next_number + 1;
+  END IF;
   args := ARRAY(SELECT ${b64('u.v')} FROM pg_catalog.unnest(data) WITH ORDINALITY AS u(v, o) WHERE u.v IS NOT NULL ORDER BY u.o);
   total := coalesce(pg_catalog.cardinality(args), 0);
   IF total BETWEEN 1 AND ${AHEAD_MAX_VALUES} THEN
     command := @S@.svc__dblink_many_head(op, policy_code) || ' ' || pg_catalog.array_to_string(args, ' ');
     IF pg_catalog.octet_length(command) <= ${MAX_COMMAND_CHARS} THEN
       BEGIN
-        PERFORM @S@.svc__dblink_connect('svc_array_send', conn);
-        IF @D@.dblink_send_query(conn, command) = 1 THEN
-          sent := total;
+        IF coalesce(conn = ANY (@D@.dblink_get_connections()), false) THEN
+          IF @D@.dblink_send_query(conn, command) = 1 THEN
+            sent := total;
+          ELSE
+            -- An idle connection that broke, or still carries the answer of a send rolled back.
+            PERFORM @D@.dblink_disconnect(conn);
+          END IF;
+        END IF;
+        IF sent = 0 THEN
+          PERFORM @S@.svc__dblink_connect('svc_array_send', conn);
+          IF @D@.dblink_send_query(conn, command) = 1 THEN
+            sent := total;
+          END IF;
         END IF;
       EXCEPTION WHEN OTHERS THEN
         -- No connection (the engine's connection limit, or the engine down): the values go at collect,
@@ -534,14 +559,14 @@ BEGIN
       END IF;
     END IF;
   END IF;
-  PERFORM pg_catalog.set_config('svc.ahead', pg_catalog.jsonb_build_object('next', (state ->> 'next')::bigint + 1,
+  PERFORM pg_catalog.set_config('svc.ahead', pg_catalog.jsonb_build_object('next', next_number, 'idle', idle,
     'pending', pending || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('key', key,
       'conn', CASE WHEN sent > 0 THEN conn END, 'sent', sent)))::text, false);
   RETURN total;
 END`,
   // The results of the array sent ahead with these arguments: its answer read on its own connection (sent
   // again once on a new one when that connection is gone or broke: the values are here), or the array
-  // form when nothing went ahead. The connection is closed after.
+  // form when nothing went ahead. The connection is then idle, kept for the next send, or closed.
   'svc_array_collect(text, text[], text)': `
 DECLARE
   key text;
@@ -565,7 +590,8 @@ BEGIN
     RAISE EXCEPTION 'svc_array_collect: this session has no array sent ahead with these arguments'
       USING ERRCODE = '55000', HINT = 'Call svc_array_send with the same arguments first.';
   END IF;
-  PERFORM pg_catalog.set_config('svc.ahead', pg_catalog.jsonb_set(state, '{pending}', (state -> 'pending') - entry_index)::text, false);
+  state := pg_catalog.jsonb_set(state, '{pending}', (state -> 'pending') - entry_index);
+  PERFORM pg_catalog.set_config('svc.ahead', state::text, false);
   conn := entry ->> 'conn';
   IF conn IS NULL THEN
     RETURN @S@.svc__dblink_array('svc_' || op, head, data);
@@ -594,7 +620,11 @@ ${waitForAnswer('conn', [
       FOR k IN 1 .. total LOOP
         out[pos[k]] := res[k];
       END LOOP;
-      PERFORM @D@.dblink_disconnect(conn);
+      IF pg_catalog.jsonb_array_length(state -> 'idle') < 2 THEN
+        PERFORM pg_catalog.set_config('svc.ahead', pg_catalog.jsonb_set(state, '{idle}', (state -> 'idle') || pg_catalog.to_jsonb(conn))::text, false);
+      ELSE
+        PERFORM @D@.dblink_disconnect(conn);
+      END IF;
       RETURN out;
     EXCEPTION
       WHEN query_canceled THEN
