@@ -706,7 +706,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
-  RETURN @S@.svc__dblink_array('svc_encrypt', 'svc_encrypt_many ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-'), data);
+  RETURN @S@.svc__dblink_array('svc_encrypt', @S@.svc__dblink_many_head('encrypt', policy_code), data);
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -727,7 +727,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
-  RETURN @S@.svc__dblink_array('svc_decrypt', 'svc_decrypt_many', data);
+  RETURN @S@.svc__dblink_array('svc_decrypt', @S@.svc__dblink_many_head('decrypt', NULL), data);
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -833,7 +833,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
-  RETURN @S@.svc__dblink_array('svc_rewrap', 'svc_rewrap_many', data);
+  RETURN @S@.svc__dblink_array('svc_rewrap', @S@.svc__dblink_many_head('rewrap', NULL), data);
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');

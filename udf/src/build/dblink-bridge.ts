@@ -481,16 +481,16 @@ const PUBLIC_BODIES: Record<string, string> = {
   'svc_decrypt(text)': oneValue('svc_decrypt', `'svc_decrypt ' || ${b64('data')}`),
   'svc_encrypt(text[], text)': `
 BEGIN
-  RETURN @S@.svc__dblink_array('svc_encrypt', 'svc_encrypt_many ' || ${b64('policy_code')}, data);
+  RETURN @S@.svc__dblink_array('svc_encrypt', @S@.svc__dblink_many_head('encrypt', policy_code), data);
 END`,
   'svc_decrypt(text[])': `
 BEGIN
-  RETURN @S@.svc__dblink_array('svc_decrypt', 'svc_decrypt_many', data);
+  RETURN @S@.svc__dblink_array('svc_decrypt', @S@.svc__dblink_many_head('decrypt', NULL), data);
 END`,
   'svc_rewrap(text)': oneValue('svc_rewrap', `'svc_rewrap ' || ${b64('data')}`),
   'svc_rewrap(text[])': `
 BEGIN
-  RETURN @S@.svc__dblink_array('svc_rewrap', 'svc_rewrap_many', data);
+  RETURN @S@.svc__dblink_array('svc_rewrap', @S@.svc__dblink_many_head('rewrap', NULL), data);
 END`,
   // An array sent ahead: its non-NULL values in one *_many command on a connection of its own, not waited
   // for. Two can be ahead at once (a third send discards the oldest). Arrays over AHEAD_MAX_VALUES values or
