@@ -79,6 +79,10 @@ describe('plv8 bridge under the shim', () => {
     enc.forEach((v, i) => (values[i] === null ? expect(v).toBeNull() : expect(v).toMatch(CIPHERTEXT)));
     expect(shim.call('svc__decrypt_array', enc, cfg())).toEqual(values);
     expect(shim.call('svc__encrypt_array', [], POLICIES.random, cfg())).toEqual([]);
+    expect(failure(() => shim.call('svc__encrypt_array', [['a'], ['b']], POLICIES.random, cfg()))).toMatchObject({
+      sqlerrcode: '2202E',
+      message: 'svc_encrypt: only one-dimensional arrays are supported',
+    });
   });
 
   it('collects an array "sent ahead" only with the arguments it was sent with, once', () => {

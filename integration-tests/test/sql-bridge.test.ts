@@ -234,6 +234,18 @@ describe('errors', () => {
     expect(error.detail).toBe('item 1 of 2');
   });
 
+  it('refuses a multi-dimensional array with 2202E, as the dblink bridge does', async () => {
+    for (const [statement, name] of [
+      ["SELECT svc_encrypt(ARRAY[['a'], ['b']], 'PII_EMAIL')", 'svc_encrypt'],
+      ['SELECT svc_decrypt(ARRAY[[NULL, NULL]]::text[])', 'svc_decrypt'],
+      ["SELECT svc_array_send('encrypt', ARRAY[['a'], ['b']], 'PII_EMAIL')", 'svc_array_send'],
+    ]) {
+      const error = await withClient(url, (c) => sqlFailure(c.query(statement as string)));
+      expect(error).toMatchObject({ code: '2202E', message: `${name}: only one-dimensional arrays are supported` });
+      expect(error.where).not.toMatch(/Traceback|PL\/Python/);
+    }
+  });
+
   it('an invalid setting raises SV003 naming it', async () => {
     const badTimeout = await sqlError(async (c) => {
       await c.query("SET svc.timeout_ms = 'soon'");

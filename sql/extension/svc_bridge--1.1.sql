@@ -411,7 +411,7 @@ BEGIN
       USING ERRCODE = 'SV002';
   END IF;
   RETURN result;
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -498,7 +498,7 @@ BEGIN
       USING ERRCODE = 'SV002';
   END IF;
   RETURN result;
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -585,7 +585,7 @@ BEGIN
       USING ERRCODE = 'SV002';
   END IF;
   RETURN result;
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -670,7 +670,7 @@ BEGIN
       USING ERRCODE = 'SV002';
   END IF;
   RETURN result;
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -691,7 +691,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN @S@.svc__dblink_array('svc_encrypt', @S@.svc__dblink_many_head('encrypt', policy_code), data);
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -712,7 +712,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN @S@.svc__dblink_array('svc_decrypt', @S@.svc__dblink_many_head('decrypt', NULL), data);
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -797,7 +797,7 @@ BEGIN
       USING ERRCODE = 'SV002';
   END IF;
   RETURN result;
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -818,7 +818,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN @S@.svc__dblink_array('svc_rewrap', @S@.svc__dblink_many_head('rewrap', NULL), data);
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -903,7 +903,7 @@ BEGIN
     'pending', pending || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('key', key,
       'conn', CASE WHEN sent > 0 THEN conn END, 'sent', sent)))::text, false);
   RETURN total;
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -1017,7 +1017,7 @@ BEGIN
     -- A broken connection comes back here once (the values are sent again on a new one); anything else is raised.
     PERFORM @S@.svc__dblink_failed('svc_' || op, st, msg, det, hnt, attempt, 0, total);
   END LOOP;
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -1101,7 +1101,7 @@ BEGIN
       USING ERRCODE = 'SV002';
   END IF;
   RETURN coalesce(result, '{}');
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -1185,7 +1185,7 @@ BEGIN
       USING ERRCODE = 'SV002';
   END IF;
   RETURN result;
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -1283,7 +1283,7 @@ BEGIN
     'batchSize', @S@.svc__dblink_setting('svc.batch_size', 1000, 10000),
     'health', @S@.svc_health(),
     'runtime', result);
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -1318,12 +1318,12 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:992fc4176501')
+  py_prelude := replace($py$b = GD.get('svc_bridge:afc39a1191e3')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:992fc4176501'] = m.Bridge(plpy)
+    b = GD['svc_bridge:afc39a1191e3'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into binary-frame
 # requests to the engine's batch endpoints (docs/binary-frame.md), or, with the server option wire_url, into
@@ -1384,6 +1384,7 @@ CONNECTIONS = 4
 AHEAD_REQUEST_VALUES = 10000
 ARRAY_OPS = ('encrypt', 'decrypt', 'rewrap')
 NOT_SENT_AHEAD = '55000'  # svc_array_collect without a matching svc_array_send
+NOT_ONE_DIMENSIONAL = '2202E'  # array_subscript_error, as the dblink bridge raises it
 
 # The binary frame, version 1 (docs/binary-frame.md); integers big-endian.
 MAGIC = b'SVCF'
@@ -1671,7 +1672,7 @@ class Bridge:
     def run_array(self, cfg, op, values, policy):
         if values is None:
             return None
-        out, positions, data = array_values(values)
+        out, positions, data = self.array_values('svc_' + op, values)
         if not data:
             return out
         s = self.config(cfg)
@@ -1684,12 +1685,12 @@ class Bridge:
         waiting (what does not fit in one request is left for array_collect). Two arrays can be ahead at once;
         a third send discards the oldest. Returns the number of non-NULL values."""
         policy = self.ahead_policy('svc_array_send', op, policy_code)
+        out, positions, data = self.array_values('svc_array_send', values)
         if len(self.ahead) == len(AHEAD_LANES):
             # The oldest answer may still be on its way: its connection is not reused.
             self.drop_ahead(self.ahead.pop(0))
         busy = [a.lane for a in self.ahead]
         ahead = Ahead(op, policy_code, values, [lane for lane in AHEAD_LANES if lane not in busy][0])
-        out, positions, data = array_values(values)
         if data:
             s = ahead.settings = self.config(cfg)
             send, _ = self.transport(s, op, policy, data)
@@ -1708,7 +1709,7 @@ class Bridge:
             self.fail(NOT_SENT_AHEAD, 'svc_array_collect: this session has no array sent ahead with these arguments',
                       hint='Call svc_array_send with the same arguments first.')
         self.ahead.remove(ahead)
-        out, positions, data = array_values(values)
+        out, positions, data = self.array_values('svc_array_collect', values)
         if not data:
             return out
         s = ahead.settings
@@ -1739,6 +1740,17 @@ class Bridge:
     def drop_ahead(self, ahead):
         self.close(ahead.lane)
         self.wire_close(ahead.lane)
+
+    def array_values(self, name, values):
+        """(a copy of values to place results in, the positions of its non-NULL values, their UTF-8 bytes).
+        PL/Python passes a multi-dimensional array as nested lists."""
+        if values is None:
+            return None, [], []
+        out = list(values)
+        positions = [i for i, v in enumerate(out) if v is not None]
+        if any(isinstance(out[i], list) for i in positions):
+            self.fail(NOT_ONE_DIMENSIONAL, '%s: only one-dimensional arrays are supported' % name)
+        return out, positions, [out[i].encode('utf-8') for i in positions]
 
     def ahead_policy(self, name, op, policy_code):
         """The policy of an array sent ahead (None for decrypt and rewrap), or 22023 for arguments that do not fit."""
@@ -2258,13 +2270,6 @@ class Bridge:
         self.plpy.error(message, **kwargs)
 
 
-def array_values(values):
-    """(a copy of values to place results in, the positions of its non-NULL values, their UTF-8 bytes)."""
-    out = list(values) if values is not None else None
-    positions = [i for i, v in enumerate(out) if v is not None] if out is not None else []
-    return out, positions, [out[i].encode('utf-8') for i in positions]
-
-
 def in_parallel_worker():
     # PostgreSQL names its parallel workers in the process title ("postgres: parallel worker for PID n").
     try:
@@ -2324,8 +2329,8 @@ def describe(error):
     text = str(error) or error.__class__.__name__
     return text.split('] ', 1)[-1] if text.startswith('[Errno') else text
 $svc_python_module$, 'UTF8'), 'base64'), E'\n', ''));
-  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:65471e1e1385'];
-if (!b) b = globalThis['svc_bridge:65471e1e1385'] = ((function () {
+  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:cf18f4117415'];
+if (!b) b = globalThis['svc_bridge:cf18f4117415'] = ((function () {
 var exports = {};
 "use strict";
 Object.defineProperty(exports, "__esModule", { value: true });
@@ -2501,6 +2506,8 @@ function createBridge(plv8, schema, httpSchema) {
             if (v !== null && v !== undefined)
                 positions.push(i);
         });
+        if (positions.some((i) => Array.isArray(out[i])))
+            fail('2202E', `svc_${op}: only one-dimensional arrays are supported`);
         if (positions.length === 0)
             return out;
         const s = settings(cfg);
@@ -2717,7 +2724,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__encrypt(data, policy_code, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2736,7 +2743,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__encrypt_by_name(data, policy_name, policy_version, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2755,7 +2762,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__encrypt_by_name(data, policy_name, policy_version, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2774,7 +2781,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__decrypt(data, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2793,7 +2800,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__encrypt_array(data, policy_code, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2812,7 +2819,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__decrypt_array(data, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2831,7 +2838,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__rewrap(data, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2850,7 +2857,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__rewrap_array(data, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2869,7 +2876,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__array_send(op, data, policy_code, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2888,7 +2895,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__array_collect(op, data, policy_code, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2907,7 +2914,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__equality_terms(data, policy_code, ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2926,7 +2933,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__health(ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN
@@ -2945,7 +2952,7 @@ DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   RETURN %1$I.svc__engine_info(ARRAY[pg_catalog.statement_timestamp()::text, pg_catalog.current_setting('svc.timeout_ms', true), pg_catalog.current_setting('svc.batch_size', true)]);
-EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
+EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
   GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
   e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
   IF e_detail <> '' AND e_hint <> '' THEN

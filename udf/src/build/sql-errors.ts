@@ -28,10 +28,11 @@ export function raiseAgain(indent: string): string {
 }
 
 /**
- * The bridge's own errors: the SV class (SV001 to SV003, docs/sql.md), and the two svc_array_send and
- * svc_array_collect raise for arguments that do not fit (22023) and for a collect with nothing sent (55000).
+ * The bridge's own errors: the SV class (SV001 to SV003, docs/sql.md), a multi-dimensional array given to
+ * an array form (2202E), and the two svc_array_send and svc_array_collect raise for arguments that do not
+ * fit (22023) and for a collect with nothing sent (55000).
  */
-export const BRIDGE_ERRORS = "SQLSTATE 'SV000' OR SQLSTATE '22023' OR SQLSTATE '55000'";
+export const BRIDGE_ERRORS = "SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000'";
 
 /**
  * A public function's PL/pgSQL body (`[DECLARE …] BEGIN … END`) with a handler that raises the bridge's

@@ -57,6 +57,7 @@ CONNECTIONS = 4
 AHEAD_REQUEST_VALUES = 10000
 ARRAY_OPS = ('encrypt', 'decrypt', 'rewrap')
 NOT_SENT_AHEAD = '55000'  # svc_array_collect without a matching svc_array_send
+NOT_ONE_DIMENSIONAL = '2202E'  # array_subscript_error, as the dblink bridge raises it
 
 # The binary frame, version 1 (docs/binary-frame.md); integers big-endian.
 MAGIC = b'SVCF'
@@ -344,7 +345,7 @@ class Bridge:
     def run_array(self, cfg, op, values, policy):
         if values is None:
             return None
-        out, positions, data = array_values(values)
+        out, positions, data = self.array_values('svc_' + op, values)
         if not data:
             return out
         s = self.config(cfg)
@@ -357,12 +358,12 @@ class Bridge:
         waiting (what does not fit in one request is left for array_collect). Two arrays can be ahead at once;
         a third send discards the oldest. Returns the number of non-NULL values."""
         policy = self.ahead_policy('svc_array_send', op, policy_code)
+        out, positions, data = self.array_values('svc_array_send', values)
         if len(self.ahead) == len(AHEAD_LANES):
             # The oldest answer may still be on its way: its connection is not reused.
             self.drop_ahead(self.ahead.pop(0))
         busy = [a.lane for a in self.ahead]
         ahead = Ahead(op, policy_code, values, [lane for lane in AHEAD_LANES if lane not in busy][0])
-        out, positions, data = array_values(values)
         if data:
             s = ahead.settings = self.config(cfg)
             send, _ = self.transport(s, op, policy, data)
@@ -381,7 +382,7 @@ class Bridge:
             self.fail(NOT_SENT_AHEAD, 'svc_array_collect: this session has no array sent ahead with these arguments',
                       hint='Call svc_array_send with the same arguments first.')
         self.ahead.remove(ahead)
-        out, positions, data = array_values(values)
+        out, positions, data = self.array_values('svc_array_collect', values)
         if not data:
             return out
         s = ahead.settings
@@ -412,6 +413,17 @@ class Bridge:
     def drop_ahead(self, ahead):
         self.close(ahead.lane)
         self.wire_close(ahead.lane)
+
+    def array_values(self, name, values):
+        """(a copy of values to place results in, the positions of its non-NULL values, their UTF-8 bytes).
+        PL/Python passes a multi-dimensional array as nested lists."""
+        if values is None:
+            return None, [], []
+        out = list(values)
+        positions = [i for i, v in enumerate(out) if v is not None]
+        if any(isinstance(out[i], list) for i in positions):
+            self.fail(NOT_ONE_DIMENSIONAL, '%s: only one-dimensional arrays are supported' % name)
+        return out, positions, [out[i].encode('utf-8') for i in positions]
 
     def ahead_policy(self, name, op, policy_code):
         """The policy of an array sent ahead (None for decrypt and rewrap), or 22023 for arguments that do not fit."""
@@ -929,13 +941,6 @@ class Bridge:
         if hint:
             kwargs['hint'] = hint
         self.plpy.error(message, **kwargs)
-
-
-def array_values(values):
-    """(a copy of values to place results in, the positions of its non-NULL values, their UTF-8 bytes)."""
-    out = list(values) if values is not None else None
-    positions = [i for i, v in enumerate(out) if v is not None] if out is not None else []
-    return out, positions, [out[i].encode('utf-8') for i in positions]
 
 
 def in_parallel_worker():

@@ -284,6 +284,8 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
     out.forEach((v, i) => {
       if (v !== null && v !== undefined) positions.push(i);
     });
+    // plv8 passes a multi-dimensional array as nested arrays.
+    if (positions.some((i) => Array.isArray(out[i]))) fail('2202E', `svc_${op}: only one-dimensional arrays are supported`);
     if (positions.length === 0) return out;
     const s = settings(cfg);
     const total = positions.length;
