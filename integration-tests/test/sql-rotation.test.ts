@@ -209,8 +209,9 @@ describe.each(BRIDGES)('key rotation from SQL, %s bridge', (bridge) => {
 
       const again = await notices(c, 'CALL svc_rewrap_column(\'ssn\', \'v\', 200)');
       expect(again.at(-1)).toMatch(/^svc_rewrap_column: finished, 0 values rewrapped of \d+ examined/);
-      // Only the first chunk goes to the engine (to learn the newest version); the rest is skipped in SQL.
-      expect(Number(/of (\d+) examined/.exec(again.at(-1) as string)?.[1])).toBeLessThanOrEqual(200);
+      // Only the first two chunks go to the engine (the second is read and sent before the first answer
+      // tells the newest version); the rest is skipped in SQL.
+      expect(Number(/of (\d+) examined/.exec(again.at(-1) as string)?.[1])).toBeLessThanOrEqual(400);
     });
   });
 

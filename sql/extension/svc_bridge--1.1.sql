@@ -833,7 +833,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text[]) IS %L', target_schema, $c$svc_rewrap for a one-dimensional array, in batch requests of svc.batch_size; order and NULL elements kept.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text[]) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text[]) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_array_send(op text, data text[], policy_code text DEFAULT NULL) RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_array_send(op text, data text[], policy_code text DEFAULT NULL) RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp SET client_min_messages = warning AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;
@@ -3028,6 +3028,8 @@ DECLARE
   next_vals text[];
   results text[];
   written bigint;
+  wanted bigint;
+  examined bigint := 0;
   done bigint := 0;
   skipped bigint := 0;
   started timestamptz := clock_timestamp();
@@ -3055,20 +3057,15 @@ BEGIN
   IF key_type IS NULL THEN
     RAISE EXCEPTION 'svc_encrypt_column: % has no column %', tbl, key_col USING ERRCODE = '42703';
   END IF;
-  -- The next rows (in key order) after key $1 that still need work: their keys and values, without locks.
   read_sql := format($q$
     SELECT pg_catalog.array_agg(k::text ORDER BY k), pg_catalog.array_agg(v ORDER BY k) FROM (
       SELECT %3$I AS k, %2$I::text AS v FROM %1$s
        WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND NOT (%2$I ~ '^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$' AND pg_catalog.length(pg_catalog.split_part(%2$I, ':', 2)) <= 128)
        ORDER BY %3$I LIMIT $2) AS chunk$q$, tbl, col, key_col, key_type);
-  -- The results written back only where the value is still the one read: a row another session changed
-  -- since is left as that session wrote it (and counted), never overwritten with the old value's result.
   write_sql := format($q$
     UPDATE %1$s t SET %2$I = u.new
       FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS u(k, old, new)
      WHERE t.%3$I = u.k::%4$s AND t.%2$I::text = u.old$q$, tbl, col, key_col, key_type);
-  -- A pipeline: chunk k+1 is read and sent ahead to the engine before the results of chunk k are collected,
-  -- written and committed, so the engine works on one chunk while this backend writes the other.
   BEGIN
     EXECUTE read_sql INTO keys, vals USING NULL::text, chunk_rows;
     IF keys IS NOT NULL THEN
@@ -3095,6 +3092,7 @@ BEGIN
       results := @SCHEMA@.svc_array_collect('encrypt', vals, policy_code);
       EXECUTE write_sql USING keys, vals, results;
       GET DIAGNOSTICS written = ROW_COUNT;
+      wanted := pg_catalog.cardinality(keys);
     EXCEPTION WHEN OTHERS THEN
       GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
       e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -3108,8 +3106,9 @@ BEGIN
       RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
     END;
     COMMIT;
+    examined := examined + pg_catalog.cardinality(keys);
     done := done + written;
-    skipped := skipped + pg_catalog.cardinality(keys) - written;
+    skipped := skipped + wanted - written;
     keys := next_keys;
     vals := next_vals;
     seconds := greatest(extract(epoch FROM clock_timestamp() - started)::float8, 0.000001);
@@ -3135,6 +3134,8 @@ DECLARE
   next_vals text[];
   results text[];
   written bigint;
+  wanted bigint;
+  examined bigint := 0;
   done bigint := 0;
   skipped bigint := 0;
   started timestamptz := clock_timestamp();
@@ -3162,20 +3163,15 @@ BEGIN
   IF key_type IS NULL THEN
     RAISE EXCEPTION 'svc_decrypt_column: % has no column %', tbl, key_col USING ERRCODE = '42703';
   END IF;
-  -- The next rows (in key order) after key $1 that still need work: their keys and values, without locks.
   read_sql := format($q$
     SELECT pg_catalog.array_agg(k::text ORDER BY k), pg_catalog.array_agg(v ORDER BY k) FROM (
       SELECT %3$I AS k, %2$I::text AS v FROM %1$s
        WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND (%2$I ~ '^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$' AND pg_catalog.length(pg_catalog.split_part(%2$I, ':', 2)) <= 128)
        ORDER BY %3$I LIMIT $2) AS chunk$q$, tbl, col, key_col, key_type);
-  -- The results written back only where the value is still the one read: a row another session changed
-  -- since is left as that session wrote it (and counted), never overwritten with the old value's result.
   write_sql := format($q$
     UPDATE %1$s t SET %2$I = u.new
       FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS u(k, old, new)
      WHERE t.%3$I = u.k::%4$s AND t.%2$I::text = u.old$q$, tbl, col, key_col, key_type);
-  -- A pipeline: chunk k+1 is read and sent ahead to the engine before the results of chunk k are collected,
-  -- written and committed, so the engine works on one chunk while this backend writes the other.
   BEGIN
     EXECUTE read_sql INTO keys, vals USING NULL::text, chunk_rows;
     IF keys IS NOT NULL THEN
@@ -3202,6 +3198,7 @@ BEGIN
       results := @SCHEMA@.svc_array_collect('decrypt', vals, NULL);
       EXECUTE write_sql USING keys, vals, results;
       GET DIAGNOSTICS written = ROW_COUNT;
+      wanted := pg_catalog.cardinality(keys);
     EXCEPTION WHEN OTHERS THEN
       GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
       e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -3215,8 +3212,9 @@ BEGIN
       RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
     END;
     COMMIT;
+    examined := examined + pg_catalog.cardinality(keys);
     done := done + written;
-    skipped := skipped + pg_catalog.cardinality(keys) - written;
+    skipped := skipped + wanted - written;
     keys := next_keys;
     vals := next_vals;
     seconds := greatest(extract(epoch FROM clock_timestamp() - started)::float8, 0.000001);
@@ -3240,7 +3238,7 @@ DO $svc_install$
 DECLARE
   target_schema text := current_schema();
 BEGIN
-  IF to_regprocedure(format('%I.svc_rewrap(text[])', target_schema)) IS NULL THEN
+  IF to_regprocedure(format('%I.svc_array_send(text, text[], text)', target_schema)) IS NULL THEN
     RAISE EXCEPTION 'svc bridge: install the bridge functions (0001-install-bridge.sql) in schema % first', target_schema
       USING ERRCODE = 'SV003';
   END IF;
@@ -3274,19 +3272,25 @@ END$f$, '@SCHEMA@', quote_ident(target_schema)));
 DECLARE
   key_col name := key_column;
   key_type text;
-  chunk_sql text;
-  last_key text;
-  examined bigint;
-  changed bigint;
-  learnt jsonb;
   -- The newest key version per policy code, learnt from what rewrap answers: values already there are
-  -- skipped without a round trip, so a second run only reads the table.
+  -- skipped without a round trip, so a second run only reads the table (but for the first two chunks,
+  -- read before the first answer is in).
   newest jsonb := '{}';
+  counted record;
+  read_sql text;
+  write_sql text;
+  keys text[];
+  vals text[];
+  next_keys text[];
+  next_vals text[];
+  results text[];
+  written bigint;
+  wanted bigint;
+  examined bigint := 0;
   done bigint := 0;
-  rewritten bigint := 0;
+  skipped bigint := 0;
   started timestamptz := clock_timestamp();
   seconds float8;
-  counted record;
   e_state text; e_message text; e_detail text; e_hint text;
 BEGIN
   IF chunk_rows IS NULL OR chunk_rows < 1 THEN
@@ -3317,30 +3321,46 @@ BEGIN
     END LOOP;
     RETURN;
   END IF;
-  -- One chunk: lock the next ciphertexts (in key order) not known to be at their policy's newest
-  -- version, rewrap them in one array call, write back only the values that changed, and report the
-  -- rows examined, the rows changed, the last key and the versions the engine answered with.
-  chunk_sql := format($q$
-    WITH chunk AS MATERIALIZED (
+  read_sql := format($q$
+    SELECT pg_catalog.array_agg(k::text ORDER BY k), pg_catalog.array_agg(v ORDER BY k) FROM (
       SELECT %3$I AS k, %2$I::text AS v FROM %1$s
        WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND (%2$I ~ '^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$' AND pg_catalog.length(pg_catalog.split_part(%2$I, ':', 2)) <= 128)
          AND NOT coalesce(@SCHEMA@.svc_key_version(%2$I) >= ($3::jsonb ->> pg_catalog.split_part(%2$I, ':', 2))::integer, false)
-       ORDER BY %3$I LIMIT $2 FOR UPDATE
-    ), agg AS (
-      SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v ORDER BY k) AS vs FROM chunk
-    ), res AS (
-      SELECT u.k, u.v FROM agg, LATERAL ROWS FROM (pg_catalog.unnest(agg.ks), pg_catalog.unnest(@SCHEMA@.svc_rewrap(agg.vs))) AS u(k, v)
-    ), upd AS (
-      UPDATE %1$s t SET %2$I = res.v FROM res JOIN chunk ON chunk.k = res.k
-       WHERE t.%3$I = res.k AND res.v IS DISTINCT FROM chunk.v RETURNING 1
-    )
-    SELECT (SELECT pg_catalog.count(*) FROM chunk), (SELECT pg_catalog.count(*) FROM upd),
-           (SELECT k FROM chunk ORDER BY k DESC LIMIT 1)::text,
-           (SELECT pg_catalog.jsonb_object_agg(p, m) FROM (
-              SELECT pg_catalog.split_part(v, ':', 2) AS p, pg_catalog.max(@SCHEMA@.svc_key_version(v)) AS m FROM res GROUP BY 1) AS x)$q$, tbl, col, key_col, key_type);
-  LOOP
+       ORDER BY %3$I LIMIT $2) AS chunk$q$, tbl, col, key_col, key_type);
+  write_sql := format($q$
+    UPDATE %1$s t SET %2$I = u.new
+      FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS u(k, old, new)
+     WHERE t.%3$I = u.k::%4$s AND t.%2$I::text = u.old AND u.new IS DISTINCT FROM u.old$q$, tbl, col, key_col, key_type);
+  BEGIN
+    EXECUTE read_sql INTO keys, vals USING NULL::text, chunk_rows, newest;
+    IF keys IS NOT NULL THEN
+      PERFORM @SCHEMA@.svc_array_send('rewrap', vals, NULL);
+    END IF;
+  EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
+    e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
+    IF e_detail <> '' AND e_hint <> '' THEN
+      RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail, HINT = e_hint;
+    ELSIF e_detail <> '' THEN
+      RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, DETAIL = e_detail;
+    ELSIF e_hint <> '' THEN
+      RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message, HINT = e_hint;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
+  END;
+  WHILE keys IS NOT NULL LOOP
     BEGIN
-      EXECUTE chunk_sql INTO examined, changed, last_key, learnt USING last_key, chunk_rows, newest;
+      EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], chunk_rows, newest;
+      IF next_keys IS NOT NULL THEN
+        PERFORM @SCHEMA@.svc_array_send('rewrap', next_vals, NULL);
+      END IF;
+      results := @SCHEMA@.svc_array_collect('rewrap', vals, NULL);
+      EXECUTE write_sql USING keys, vals, results;
+      GET DIAGNOSTICS written = ROW_COUNT;
+      SELECT pg_catalog.count(*) INTO wanted FROM ROWS FROM (pg_catalog.unnest(vals), pg_catalog.unnest(results)) AS u(old, new) WHERE u.new IS DISTINCT FROM u.old;
+      newest := newest || coalesce((SELECT pg_catalog.jsonb_object_agg(p, m) FROM (
+        SELECT pg_catalog.split_part(v, ':', 2) AS p, pg_catalog.max(@SCHEMA@.svc_key_version(v)) AS m
+          FROM pg_catalog.unnest(results) AS v GROUP BY 1) AS x), '{}');
     EXCEPTION WHEN OTHERS THEN
       GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
       e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -3353,15 +3373,19 @@ BEGIN
       END IF;
       RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
     END;
-    EXIT WHEN examined = 0;
     COMMIT;
-    newest := newest || coalesce(learnt, '{}');
-    done := done + examined;
-    rewritten := rewritten + changed;
+    examined := examined + pg_catalog.cardinality(keys);
+    done := done + written;
+    skipped := skipped + wanted - written;
+    keys := next_keys;
+    vals := next_vals;
     seconds := greatest(extract(epoch FROM clock_timestamp() - started)::float8, 0.000001);
-    RAISE NOTICE 'svc_rewrap_column: % values examined, % rewrapped, % values/s', done, rewritten, round(done / seconds);
+    RAISE NOTICE 'svc_rewrap_column: % values examined, % rewrapped, % values/s', examined, done, round(examined / seconds);
   END LOOP;
-  RAISE NOTICE 'svc_rewrap_column: finished, % values rewrapped of % examined in % s', rewritten, done,
+  IF skipped > 0 THEN
+    RAISE NOTICE 'svc_rewrap_column: % rows changed by another session while their chunk was at the engine were left as written; call the procedure again to do them', skipped;
+  END IF;
+  RAISE NOTICE 'svc_rewrap_column: finished, % values rewrapped of % examined in % s', done, examined,
     round(extract(epoch FROM clock_timestamp() - started)::numeric, 3);
 END
 $p$, '@SCHEMA@', quote_ident(target_schema)));

@@ -849,7 +849,7 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('COMMENT ON FUNCTION %I.svc_rewrap(text[]) IS %L', target_schema, $c$svc_rewrap for a one-dimensional array, in batch requests of svc.batch_size; order and NULL elements kept.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_rewrap(text[]) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_rewrap(text[]) TO svc_user', target_schema);
-    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_array_send(op text, data text[], policy_code text DEFAULT NULL) RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
+    EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_array_send(op text, data text[], policy_code text DEFAULT NULL) RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp SET client_min_messages = warning AS %2$L',
       target_schema, replace(replace($dl$
 DECLARE
   e_state text; e_message text; e_detail text; e_hint text;

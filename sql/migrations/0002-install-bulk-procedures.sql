@@ -24,6 +24,8 @@ DECLARE
   next_vals text[];
   results text[];
   written bigint;
+  wanted bigint;
+  examined bigint := 0;
   done bigint := 0;
   skipped bigint := 0;
   started timestamptz := clock_timestamp();
@@ -51,20 +53,15 @@ BEGIN
   IF key_type IS NULL THEN
     RAISE EXCEPTION 'svc_encrypt_column: % has no column %', tbl, key_col USING ERRCODE = '42703';
   END IF;
-  -- The next rows (in key order) after key $1 that still need work: their keys and values, without locks.
   read_sql := format($q$
     SELECT pg_catalog.array_agg(k::text ORDER BY k), pg_catalog.array_agg(v ORDER BY k) FROM (
       SELECT %3$I AS k, %2$I::text AS v FROM %1$s
        WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND NOT (%2$I ~ '^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$' AND pg_catalog.length(pg_catalog.split_part(%2$I, ':', 2)) <= 128)
        ORDER BY %3$I LIMIT $2) AS chunk$q$, tbl, col, key_col, key_type);
-  -- The results written back only where the value is still the one read: a row another session changed
-  -- since is left as that session wrote it (and counted), never overwritten with the old value's result.
   write_sql := format($q$
     UPDATE %1$s t SET %2$I = u.new
       FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS u(k, old, new)
      WHERE t.%3$I = u.k::%4$s AND t.%2$I::text = u.old$q$, tbl, col, key_col, key_type);
-  -- A pipeline: chunk k+1 is read and sent ahead to the engine before the results of chunk k are collected,
-  -- written and committed, so the engine works on one chunk while this backend writes the other.
   BEGIN
     EXECUTE read_sql INTO keys, vals USING NULL::text, chunk_rows;
     IF keys IS NOT NULL THEN
@@ -91,6 +88,7 @@ BEGIN
       results := @SCHEMA@.svc_array_collect('encrypt', vals, policy_code);
       EXECUTE write_sql USING keys, vals, results;
       GET DIAGNOSTICS written = ROW_COUNT;
+      wanted := pg_catalog.cardinality(keys);
     EXCEPTION WHEN OTHERS THEN
       GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
       e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -104,8 +102,9 @@ BEGIN
       RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
     END;
     COMMIT;
+    examined := examined + pg_catalog.cardinality(keys);
     done := done + written;
-    skipped := skipped + pg_catalog.cardinality(keys) - written;
+    skipped := skipped + wanted - written;
     keys := next_keys;
     vals := next_vals;
     seconds := greatest(extract(epoch FROM clock_timestamp() - started)::float8, 0.000001);
@@ -131,6 +130,8 @@ DECLARE
   next_vals text[];
   results text[];
   written bigint;
+  wanted bigint;
+  examined bigint := 0;
   done bigint := 0;
   skipped bigint := 0;
   started timestamptz := clock_timestamp();
@@ -158,20 +159,15 @@ BEGIN
   IF key_type IS NULL THEN
     RAISE EXCEPTION 'svc_decrypt_column: % has no column %', tbl, key_col USING ERRCODE = '42703';
   END IF;
-  -- The next rows (in key order) after key $1 that still need work: their keys and values, without locks.
   read_sql := format($q$
     SELECT pg_catalog.array_agg(k::text ORDER BY k), pg_catalog.array_agg(v ORDER BY k) FROM (
       SELECT %3$I AS k, %2$I::text AS v FROM %1$s
        WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND (%2$I ~ '^hub:[A-Za-z0-9_.-]+:[A-Za-z0-9_-]+$' AND pg_catalog.length(pg_catalog.split_part(%2$I, ':', 2)) <= 128)
        ORDER BY %3$I LIMIT $2) AS chunk$q$, tbl, col, key_col, key_type);
-  -- The results written back only where the value is still the one read: a row another session changed
-  -- since is left as that session wrote it (and counted), never overwritten with the old value's result.
   write_sql := format($q$
     UPDATE %1$s t SET %2$I = u.new
       FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS u(k, old, new)
      WHERE t.%3$I = u.k::%4$s AND t.%2$I::text = u.old$q$, tbl, col, key_col, key_type);
-  -- A pipeline: chunk k+1 is read and sent ahead to the engine before the results of chunk k are collected,
-  -- written and committed, so the engine works on one chunk while this backend writes the other.
   BEGIN
     EXECUTE read_sql INTO keys, vals USING NULL::text, chunk_rows;
     IF keys IS NOT NULL THEN
@@ -198,6 +194,7 @@ BEGIN
       results := @SCHEMA@.svc_array_collect('decrypt', vals, NULL);
       EXECUTE write_sql USING keys, vals, results;
       GET DIAGNOSTICS written = ROW_COUNT;
+      wanted := pg_catalog.cardinality(keys);
     EXCEPTION WHEN OTHERS THEN
       GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT, e_detail = PG_EXCEPTION_DETAIL, e_hint = PG_EXCEPTION_HINT;
       e_message := pg_catalog.regexp_replace(e_message, '^plpy\.(SPI)?Error: ', '');
@@ -211,8 +208,9 @@ BEGIN
       RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
     END;
     COMMIT;
+    examined := examined + pg_catalog.cardinality(keys);
     done := done + written;
-    skipped := skipped + pg_catalog.cardinality(keys) - written;
+    skipped := skipped + wanted - written;
     keys := next_keys;
     vals := next_vals;
     seconds := greatest(extract(epoch FROM clock_timestamp() - started)::float8, 0.000001);

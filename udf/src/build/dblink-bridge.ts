@@ -681,6 +681,12 @@ END`,
 };
 
 const PINNED = 'SET search_path = pg_catalog, %1$I, pg_temp';
+/**
+ * Functions that run with client_min_messages at warning: svc_array_send finds out that an idle connection
+ * still carries an unread answer (of a send rolled back) by trying to send on it, and dblink reports the
+ * refusal as a NOTICE before the function opens the connection again.
+ */
+const QUIET = new Set(['svc_array_send(text, text[], text)']);
 
 /**
  * PL/pgSQL statements (inside the install DO block, with `target_schema` declared) that create the dblink
@@ -713,7 +719,7 @@ export function dblinkInstall(dollarQuote: (text: string, tag: string) => string
     const key = `${f.name}(${f.identity})`;
     const body = PUBLIC_BODIES[key];
     if (!body) throw new Error(`the dblink bridge has no body for ${key}`);
-    const options = `${f.strict ? 'STRICT ' : ''}SECURITY DEFINER ${PINNED}`;
+    const options = `${f.strict ? 'STRICT ' : ''}SECURITY DEFINER ${PINNED}${QUIET.has(key) ? ' SET client_min_messages = warning' : ''}`;
     lines.push(create(f.name, f.args, f.returns, options, withCleanErrors(body)));
     lines.push(`    EXECUTE format('COMMENT ON FUNCTION %I.${f.name}(${f.identity}) IS %L', target_schema, ${dollarQuote(f.comment, 'c')});`);
     lines.push(`    EXECUTE format('REVOKE ALL ON FUNCTION %I.${f.name}(${f.identity}) FROM PUBLIC', target_schema);`);

@@ -329,16 +329,84 @@ function walkChecks(name: string): string {
   END IF;`;
 }
 
-function procedureBody(op: 'encrypt' | 'decrypt'): string {
-  const policy = op === 'encrypt' ? 'policy_code' : 'NULL';
-  // Encrypt skips values already in ciphertext shape; decrypt skips values not in it.
-  const match = op === 'encrypt' ? 'NOT ' : '';
-  const name = `svc_${op}_column`;
-  return `
-DECLARE
-  key_col name := key_column;
-  key_type text;
-  read_sql text;
+/**
+ * The pipeline every column walk runs (in a body that ran walkChecks and declares WALK_VARIABLES): chunk
+ * k+1 is read, without locks, and sent ahead to the engine (svc_array_send) before the results of chunk k
+ * are collected, written and committed, so the engine works on one chunk while this backend writes the
+ * other. The results are written back only where the value is still the one read: a row another session
+ * changed since keeps what that session wrote (and is counted in `skipped`), never overwritten with the
+ * old value's result. `filter`: what a value must match to be read ($3 on is `readArgs`); `onlyChanged`:
+ * write only results that differ from the value (rewrap); `afterWrite`: statements run with the chunk's
+ * keys, vals and results, before the commit; `progress`: the notice after each chunk.
+ */
+function walkPipeline(w: {
+  name: string;
+  op: 'encrypt' | 'decrypt' | 'rewrap';
+  policy: string;
+  filter: string;
+  readArgs?: string;
+  onlyChanged?: boolean;
+  afterWrite?: string;
+  progress: string;
+}): string {
+  const send = (vals: string) => `PERFORM @SCHEMA@.svc_array_send('${w.op}', ${vals}, ${w.policy});`;
+  const readArgs = `chunk_rows${w.readArgs ?? ''}`;
+  return `  read_sql := format(${dollarQuote(
+    `
+    SELECT pg_catalog.array_agg(k::text ORDER BY k), pg_catalog.array_agg(v ORDER BY k) FROM (
+      SELECT %3$I AS k, %2$I::text AS v FROM %1$s
+       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND ${w.filter}
+       ORDER BY %3$I LIMIT $2) AS chunk`,
+    'q',
+  )}, tbl, col, key_col, key_type);
+  write_sql := format(${dollarQuote(
+    `
+    UPDATE %1$s t SET %2$I = u.new
+      FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS u(k, old, new)
+     WHERE t.%3$I = u.k::%4$s AND t.%2$I::text = u.old${w.onlyChanged ? ' AND u.new IS DISTINCT FROM u.old' : ''}`,
+    'q',
+  )}, tbl, col, key_col, key_type);
+  BEGIN
+    EXECUTE read_sql INTO keys, vals USING NULL::text, ${readArgs};
+    IF keys IS NOT NULL THEN
+      ${send('vals')}
+    END IF;
+  EXCEPTION WHEN OTHERS THEN
+${raiseAgain('    ')}
+  END;
+  WHILE keys IS NOT NULL LOOP
+    BEGIN
+      EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], ${readArgs};
+      IF next_keys IS NOT NULL THEN
+        ${send('next_vals')}
+      END IF;
+      results := @SCHEMA@.svc_array_collect('${w.op}', vals, ${w.policy});
+      EXECUTE write_sql USING keys, vals, results;
+      GET DIAGNOSTICS written = ROW_COUNT;
+      ${
+        w.onlyChanged
+          ? 'SELECT pg_catalog.count(*) INTO wanted FROM ROWS FROM (pg_catalog.unnest(vals), pg_catalog.unnest(results)) AS u(old, new) WHERE u.new IS DISTINCT FROM u.old;'
+          : 'wanted := pg_catalog.cardinality(keys);'
+      }${w.afterWrite ?? ''}
+    EXCEPTION WHEN OTHERS THEN
+${raiseAgain('      ')}
+    END;
+    COMMIT;
+    examined := examined + pg_catalog.cardinality(keys);
+    done := done + written;
+    skipped := skipped + wanted - written;
+    keys := next_keys;
+    vals := next_vals;
+    seconds := greatest(extract(epoch FROM clock_timestamp() - started)::float8, 0.000001);
+    ${w.progress}
+  END LOOP;
+  IF skipped > 0 THEN
+    RAISE NOTICE '${w.name}: % rows changed by another session while their chunk was at the engine were left as written; call the procedure again to do them', skipped;
+  END IF;`;
+}
+
+/** The variables of walkPipeline. */
+const WALK_VARIABLES = `read_sql text;
   write_sql text;
   keys text[];
   vals text[];
@@ -346,64 +414,31 @@ DECLARE
   next_vals text[];
   results text[];
   written bigint;
+  wanted bigint;
+  examined bigint := 0;
   done bigint := 0;
   skipped bigint := 0;
   started timestamptz := clock_timestamp();
-  seconds float8;
+  seconds float8;`;
+
+function procedureBody(op: 'encrypt' | 'decrypt'): string {
+  const name = `svc_${op}_column`;
+  return `
+DECLARE
+  key_col name := key_column;
+  key_type text;
+  ${WALK_VARIABLES}
   ${ERROR_VARIABLES}
 BEGIN
 ${walkChecks(name)}
-  -- The next rows (in key order) after key $1 that still need work: their keys and values, without locks.
-  read_sql := format(${dollarQuote(
-    `
-    SELECT pg_catalog.array_agg(k::text ORDER BY k), pg_catalog.array_agg(v ORDER BY k) FROM (
-      SELECT %3$I AS k, %2$I::text AS v FROM %1$s
-       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND ${match}${isCiphertextSql('%2$I')}
-       ORDER BY %3$I LIMIT $2) AS chunk`,
-    'q',
-  )}, tbl, col, key_col, key_type);
-  -- The results written back only where the value is still the one read: a row another session changed
-  -- since is left as that session wrote it (and counted), never overwritten with the old value's result.
-  write_sql := format(${dollarQuote(
-    `
-    UPDATE %1$s t SET %2$I = u.new
-      FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS u(k, old, new)
-     WHERE t.%3$I = u.k::%4$s AND t.%2$I::text = u.old`,
-    'q',
-  )}, tbl, col, key_col, key_type);
-  -- A pipeline: chunk k+1 is read and sent ahead to the engine before the results of chunk k are collected,
-  -- written and committed, so the engine works on one chunk while this backend writes the other.
-  BEGIN
-    EXECUTE read_sql INTO keys, vals USING NULL::text, chunk_rows;
-    IF keys IS NOT NULL THEN
-      PERFORM @SCHEMA@.svc_array_send('${op}', vals, ${policy});
-    END IF;
-  EXCEPTION WHEN OTHERS THEN
-${raiseAgain('    ')}
-  END;
-  WHILE keys IS NOT NULL LOOP
-    BEGIN
-      EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], chunk_rows;
-      IF next_keys IS NOT NULL THEN
-        PERFORM @SCHEMA@.svc_array_send('${op}', next_vals, ${policy});
-      END IF;
-      results := @SCHEMA@.svc_array_collect('${op}', vals, ${policy});
-      EXECUTE write_sql USING keys, vals, results;
-      GET DIAGNOSTICS written = ROW_COUNT;
-    EXCEPTION WHEN OTHERS THEN
-${raiseAgain('      ')}
-    END;
-    COMMIT;
-    done := done + written;
-    skipped := skipped + pg_catalog.cardinality(keys) - written;
-    keys := next_keys;
-    vals := next_vals;
-    seconds := greatest(extract(epoch FROM clock_timestamp() - started)::float8, 0.000001);
-    RAISE NOTICE '${name}: % rows done, % rows/s', done, round(done / seconds);
-  END LOOP;
-  IF skipped > 0 THEN
-    RAISE NOTICE '${name}: % rows changed by another session while their chunk was at the engine were left as written; call the procedure again to do them', skipped;
-  END IF;
+${walkPipeline({
+  name,
+  op,
+  policy: op === 'encrypt' ? 'policy_code' : 'NULL',
+  // Encrypt skips values already in ciphertext shape; decrypt skips values not in it.
+  filter: `${op === 'encrypt' ? 'NOT ' : ''}${isCiphertextSql('%2$I')}`,
+  progress: `RAISE NOTICE '${name}: % rows done, % rows/s', done, round(done / seconds);`,
+})}
   RAISE NOTICE '${name}: finished, % rows in % s', done, round(extract(epoch FROM clock_timestamp() - started)::numeric, 3);
 END
 `;
@@ -468,19 +503,12 @@ function rewrapColumnBody(): string {
 DECLARE
   key_col name := key_column;
   key_type text;
-  chunk_sql text;
-  last_key text;
-  examined bigint;
-  changed bigint;
-  learnt jsonb;
   -- The newest key version per policy code, learnt from what rewrap answers: values already there are
-  -- skipped without a round trip, so a second run only reads the table.
+  -- skipped without a round trip, so a second run only reads the table (but for the first two chunks,
+  -- read before the first answer is in).
   newest jsonb := '{}';
-  done bigint := 0;
-  rewritten bigint := 0;
-  started timestamptz := clock_timestamp();
-  seconds float8;
   counted record;
+  ${WALK_VARIABLES}
   ${ERROR_VARIABLES}
 BEGIN
 ${walkChecks(name)}
@@ -491,45 +519,22 @@ ${walkChecks(name)}
     END LOOP;
     RETURN;
   END IF;
-  -- One chunk: lock the next ciphertexts (in key order) not known to be at their policy's newest
-  -- version, rewrap them in one array call, write back only the values that changed, and report the
-  -- rows examined, the rows changed, the last key and the versions the engine answered with.
-  chunk_sql := format(${dollarQuote(
-    `
-    WITH chunk AS MATERIALIZED (
-      SELECT %3$I AS k, %2$I::text AS v FROM %1$s
-       WHERE ($1::text IS NULL OR %3$I > $1::%4$s) AND %2$I IS NOT NULL AND ${isCiphertextSql('%2$I')}
-         AND NOT coalesce(@SCHEMA@.svc_key_version(%2$I) >= ($3::jsonb ->> pg_catalog.split_part(%2$I, ':', 2))::integer, false)
-       ORDER BY %3$I LIMIT $2 FOR UPDATE
-    ), agg AS (
-      SELECT pg_catalog.array_agg(k ORDER BY k) AS ks, pg_catalog.array_agg(v ORDER BY k) AS vs FROM chunk
-    ), res AS (
-      SELECT u.k, u.v FROM agg, LATERAL ROWS FROM (pg_catalog.unnest(agg.ks), pg_catalog.unnest(@SCHEMA@.svc_rewrap(agg.vs))) AS u(k, v)
-    ), upd AS (
-      UPDATE %1$s t SET %2$I = res.v FROM res JOIN chunk ON chunk.k = res.k
-       WHERE t.%3$I = res.k AND res.v IS DISTINCT FROM chunk.v RETURNING 1
-    )
-    SELECT (SELECT pg_catalog.count(*) FROM chunk), (SELECT pg_catalog.count(*) FROM upd),
-           (SELECT k FROM chunk ORDER BY k DESC LIMIT 1)::text,
-           (SELECT pg_catalog.jsonb_object_agg(p, m) FROM (
-              SELECT pg_catalog.split_part(v, ':', 2) AS p, pg_catalog.max(@SCHEMA@.svc_key_version(v)) AS m FROM res GROUP BY 1) AS x)`,
-    'q',
-  )}, tbl, col, key_col, key_type);
-  LOOP
-    BEGIN
-      EXECUTE chunk_sql INTO examined, changed, last_key, learnt USING last_key, chunk_rows, newest;
-    EXCEPTION WHEN OTHERS THEN
-${raiseAgain('      ')}
-    END;
-    EXIT WHEN examined = 0;
-    COMMIT;
-    newest := newest || coalesce(learnt, '{}');
-    done := done + examined;
-    rewritten := rewritten + changed;
-    seconds := greatest(extract(epoch FROM clock_timestamp() - started)::float8, 0.000001);
-    RAISE NOTICE '${name}: % values examined, % rewrapped, % values/s', done, rewritten, round(done / seconds);
-  END LOOP;
-  RAISE NOTICE '${name}: finished, % values rewrapped of % examined in % s', rewritten, done,
+${walkPipeline({
+  name,
+  op: 'rewrap',
+  policy: 'NULL',
+  // Ciphertexts not known to be at their policy's newest version.
+  filter: `${isCiphertextSql('%2$I')}
+         AND NOT coalesce(@SCHEMA@.svc_key_version(%2$I) >= ($3::jsonb ->> pg_catalog.split_part(%2$I, ':', 2))::integer, false)`,
+  readArgs: ', newest',
+  onlyChanged: true,
+  afterWrite: `
+      newest := newest || coalesce((SELECT pg_catalog.jsonb_object_agg(p, m) FROM (
+        SELECT pg_catalog.split_part(v, ':', 2) AS p, pg_catalog.max(@SCHEMA@.svc_key_version(v)) AS m
+          FROM pg_catalog.unnest(results) AS v GROUP BY 1) AS x), '{}');`,
+  progress: `RAISE NOTICE '${name}: % values examined, % rewrapped, % values/s', examined, done, round(examined / seconds);`,
+})}
+  RAISE NOTICE '${name}: finished, % values rewrapped of % examined in % s', done, examined,
     round(extract(epoch FROM clock_timestamp() - started)::numeric, 3);
 END
 `;
@@ -547,7 +552,7 @@ export function rotationBlock(mode: InstallMode): string {
 DECLARE
   ${schema}
 BEGIN
-  IF to_regprocedure(format('%I.svc_rewrap(text[])', target_schema)) IS NULL THEN
+  IF to_regprocedure(format('%I.svc_array_send(text, text[], text)', target_schema)) IS NULL THEN
     RAISE EXCEPTION 'svc bridge: install the bridge functions (0001-install-bridge.sql) in schema % first', target_schema
       USING ERRCODE = 'SV003';
   END IF;
