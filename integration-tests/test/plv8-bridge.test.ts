@@ -90,7 +90,6 @@ describe('plv8 bridge under the shim', () => {
     expect(shim.call('svc__array_send', 'encrypt', values, POLICIES.random, cfg())).toBe(2);
     const notSent = { sqlerrcode: '55000', message: 'svc_array_collect: this session has no array sent ahead with these arguments' };
     expect(failure(() => shim.call('svc__array_collect', 'encrypt', ['other'], POLICIES.random, cfg()))).toMatchObject(notSent);
-    shim.call('svc__array_send', 'encrypt', values, POLICIES.random, cfg());
     const enc = shim.call('svc__array_collect', 'encrypt', values, POLICIES.random, cfg()) as Array<string | null>;
     expect(enc[1]).toBeNull();
     expect(failure(() => shim.call('svc__array_collect', 'encrypt', values, POLICIES.random, cfg()))).toMatchObject(notSent);
@@ -100,6 +99,14 @@ describe('plv8 bridge under the shim', () => {
       sqlerrcode: '22023',
       message: 'svc_array_send: decrypt takes no policy code',
     });
+
+    // Two ahead at once, collected in any order (a bulk procedure sends chunk k+1 before collecting chunk k);
+    // a third send discards the oldest.
+    for (const v of ['one', 'two', 'three']) shim.call('svc__array_send', 'encrypt', [v], POLICIES.random, cfg());
+    expect(failure(() => shim.call('svc__array_collect', 'encrypt', ['one'], POLICIES.random, cfg()))).toMatchObject(notSent);
+    const three = shim.call('svc__array_collect', 'encrypt', ['three'], POLICIES.random, cfg()) as string[];
+    const two = shim.call('svc__array_collect', 'encrypt', ['two'], POLICIES.random, cfg()) as string[];
+    expect(shim.call('svc__decrypt_array', [...two, ...three], cfg())).toEqual(['two', 'three']);
   });
 
   it('raises SV001 with the engine message for an unknown policy and a tampered ciphertext', () => {

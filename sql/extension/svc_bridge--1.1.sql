@@ -2329,8 +2329,8 @@ def describe(error):
     text = str(error) or error.__class__.__name__
     return text.split('] ', 1)[-1] if text.startswith('[Errno') else text
 $svc_python_module$, 'UTF8'), 'base64'), E'\n', ''));
-  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:cf18f4117415'];
-if (!b) b = globalThis['svc_bridge:cf18f4117415'] = ((function () {
+  js_prelude := replace(replace($js$var b = globalThis['svc_bridge:6a5db8d59365'];
+if (!b) b = globalThis['svc_bridge:6a5db8d59365'] = ((function () {
 var exports = {};
 "use strict";
 Object.defineProperty(exports, "__esModule", { value: true });
@@ -2367,7 +2367,7 @@ function createBridge(plv8, schema, httpSchema) {
         tenant: exports.STATEMENTS.tenant,
     };
     let cached;
-    let ahead;
+    const ahead = [];
     function fail(sqlstate, message, detail, hint) {
         plv8.execute(statements.raise, [sqlstate, message, detail !== null && detail !== void 0 ? detail : null, hint !== null && hint !== void 0 ? hint : null]);
         throw new Error(message);
@@ -2546,17 +2546,22 @@ function createBridge(plv8, schema, httpSchema) {
     }
     function arraySend(op, values, policyCode) {
         aheadItems('svc_array_send', op, policyCode);
-        ahead = { op, policyCode, values: values === null ? null : values.slice() };
-        return values === null ? 0 : values.filter((v) => v !== null && v !== undefined).length;
+        const sent = values === null ? [] : values.filter((v) => v !== null && v !== undefined);
+        if (sent.some((v) => Array.isArray(v)))
+            fail('2202E', 'svc_array_send: only one-dimensional arrays are supported');
+        if (ahead.length === 2)
+            ahead.shift();
+        ahead.push({ op, policyCode, values: values === null ? null : values.slice() });
+        return sent.length;
     }
     function arrayCollect(cfg, op, values, policyCode) {
         const [checkedOp, makeItem] = aheadItems('svc_array_collect', op, policyCode);
-        const sent = ahead;
-        ahead = undefined;
         const same = (a, b) => a === null || b === null ? a === b : a.length === b.length && a.every((v, i) => v === b[i]);
-        if (sent === undefined || sent.op !== op || sent.policyCode !== policyCode || !same(sent.values, values)) {
+        const index = ahead.findIndex((a) => a.op === op && a.policyCode === policyCode && same(a.values, values));
+        if (index < 0) {
             fail('55000', 'svc_array_collect: this session has no array sent ahead with these arguments', undefined, 'Call svc_array_send with the same arguments first.');
         }
+        ahead.splice(index, 1);
         return runArray(cfg, checkedOp, values, makeItem);
     }
     function health(cfg) {

@@ -100,9 +100,10 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
     tenant: STATEMENTS.tenant,
   };
   let cached: { key: string; settings: Settings } | undefined;
-  // The array svc_array_send recorded. plv8's HTTP calls are synchronous, so nothing travels ahead: the
-  // values go to the engine when svc_array_collect asks for them.
-  let ahead: { op: string; policyCode: string | null; values: Array<string | null> | null } | undefined;
+  // The arrays svc_array_send recorded, oldest first (two at most, as in the other bridges: the bulk
+  // procedures send chunk k+1 before they collect chunk k). plv8's HTTP calls are synchronous, so nothing
+  // travels ahead: the values go to the engine when svc_array_collect asks for them.
+  const ahead: Array<{ op: string; policyCode: string | null; values: Array<string | null> | null }> = [];
 
   function fail(sqlstate: string, message: string, detail?: string, hint?: string): never {
     plv8.execute(statements.raise, [sqlstate, message, detail ?? null, hint ?? null]);
@@ -329,20 +330,23 @@ export function createBridge(plv8: Plv8, schema: string, httpSchema: string): Br
 
   function arraySend(op: string, values: ReadonlyArray<string | null> | null, policyCode: string | null): number {
     aheadItems('svc_array_send', op, policyCode);
-    ahead = { op, policyCode, values: values === null ? null : values.slice() };
-    return values === null ? 0 : values.filter((v) => v !== null && v !== undefined).length;
+    const sent = values === null ? [] : values.filter((v) => v !== null && v !== undefined);
+    if (sent.some((v) => Array.isArray(v))) fail('2202E', 'svc_array_send: only one-dimensional arrays are supported');
+    if (ahead.length === 2) ahead.shift();
+    ahead.push({ op, policyCode, values: values === null ? null : values.slice() });
+    return sent.length;
   }
 
   function arrayCollect(cfg: Cfg, op: string, values: ReadonlyArray<string | null> | null, policyCode: string | null): Array<string | null> | null {
     const [checkedOp, makeItem] = aheadItems('svc_array_collect', op, policyCode);
-    const sent = ahead;
-    ahead = undefined;
     const same = (a: ReadonlyArray<string | null> | null, b: ReadonlyArray<string | null> | null) =>
       a === null || b === null ? a === b : a.length === b.length && a.every((v, i) => v === b[i]);
-    if (sent === undefined || sent.op !== op || sent.policyCode !== policyCode || !same(sent.values, values)) {
+    const index = ahead.findIndex((a) => a.op === op && a.policyCode === policyCode && same(a.values, values));
+    if (index < 0) {
       fail('55000', 'svc_array_collect: this session has no array sent ahead with these arguments', undefined,
         'Call svc_array_send with the same arguments first.');
     }
+    ahead.splice(index, 1);
     return runArray(cfg, checkedOp, values, makeItem);
   }
 
