@@ -1318,12 +1318,12 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:afc39a1191e3')
+  py_prelude := replace($py$b = GD.get('svc_bridge:9d4349cc3711')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:afc39a1191e3'] = m.Bridge(plpy)
+    b = GD['svc_bridge:9d4349cc3711'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into binary-frame
 # requests to the engine's batch endpoints (docs/binary-frame.md), or, with the server option wire_url, into
@@ -1428,14 +1428,17 @@ class LaneRefused(Exception):
 
 
 class Ahead:
-    """An array svc_array_send sent: its arguments, its lane, the settings it was sent with and, when a
-    request went, ((start, end) of the non-NULL values it carries, the pending exchange, its connection)."""
-    __slots__ = ('op', 'policy_code', 'values', 'lane', 'settings', 'sent')
+    """An array svc_array_send sent: its arguments, the positions and UTF-8 bytes of its non-NULL values, its
+    lane, the settings it was sent with and, when a request went, ((start, end) of the values it carries,
+    the pending exchange, its connection)."""
+    __slots__ = ('op', 'policy_code', 'values', 'positions', 'data', 'lane', 'settings', 'sent')
 
-    def __init__(self, op, policy_code, values, lane):
+    def __init__(self, op, policy_code, values, positions, data, lane):
         self.op = op
         self.policy_code = policy_code
         self.values = values
+        self.positions = positions
+        self.data = data
         self.lane = lane
         self.settings = None
         self.sent = None
@@ -1685,12 +1688,12 @@ class Bridge:
         waiting (what does not fit in one request is left for array_collect). Two arrays can be ahead at once;
         a third send discards the oldest. Returns the number of non-NULL values."""
         policy = self.ahead_policy('svc_array_send', op, policy_code)
-        out, positions, data = self.array_values('svc_array_send', values)
+        _, positions, data = self.array_values('svc_array_send', values)
         if len(self.ahead) == len(AHEAD_LANES):
             # The oldest answer may still be on its way: its connection is not reused.
             self.drop_ahead(self.ahead.pop(0))
         busy = [a.lane for a in self.ahead]
-        ahead = Ahead(op, policy_code, values, [lane for lane in AHEAD_LANES if lane not in busy][0])
+        ahead = Ahead(op, policy_code, values, positions, data, [lane for lane in AHEAD_LANES if lane not in busy][0])
         if data:
             s = ahead.settings = self.config(cfg)
             send, _ = self.transport(s, op, policy, data)
@@ -1709,7 +1712,9 @@ class Bridge:
             self.fail(NOT_SENT_AHEAD, 'svc_array_collect: this session has no array sent ahead with these arguments',
                       hint='Call svc_array_send with the same arguments first.')
         self.ahead.remove(ahead)
-        out, positions, data = self.array_values('svc_array_collect', values)
+        # The values are the ones sent: their positions and bytes were worked out then.
+        positions, data = ahead.positions, ahead.data
+        out = list(values) if values is not None else None
         if not data:
             return out
         s = ahead.settings
