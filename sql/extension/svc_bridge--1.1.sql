@@ -357,6 +357,8 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
+  spin integer;
+  slept boolean := false;
 BEGIN
   command := 'svc_encrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
@@ -364,6 +366,11 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
+  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
+  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
+    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -375,7 +382,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + interval '0.5 milliseconds';
+      spin_until := started + spin * interval '1 microsecond';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -384,6 +391,7 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
+          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -409,6 +417,11 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
+  END IF;
+  IF slept THEN
+    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
+  ELSIF spin < 2000 THEN
+    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -442,6 +455,8 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
+  spin integer;
+  slept boolean := false;
 BEGIN
   IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
   command := 'svc_encrypt_by_name ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_name, 'UTF8'), 'base64'), ''), '-') || ' '
@@ -451,6 +466,11 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
+  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
+  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
+    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -462,7 +482,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + interval '0.5 milliseconds';
+      spin_until := started + spin * interval '1 microsecond';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -471,6 +491,7 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
+          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -496,6 +517,11 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
+  END IF;
+  IF slept THEN
+    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
+  ELSIF spin < 2000 THEN
+    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -529,6 +555,8 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
+  spin integer;
+  slept boolean := false;
 BEGIN
   IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
   command := 'svc_encrypt_by_name ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_name, 'UTF8'), 'base64'), ''), '-') || ' '
@@ -538,6 +566,11 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
+  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
+  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
+    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -549,7 +582,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + interval '0.5 milliseconds';
+      spin_until := started + spin * interval '1 microsecond';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -558,6 +591,7 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
+          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -583,6 +617,11 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
+  END IF;
+  IF slept THEN
+    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
+  ELSIF spin < 2000 THEN
+    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -616,6 +655,8 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
+  spin integer;
+  slept boolean := false;
 BEGIN
   command := 'svc_decrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
@@ -623,6 +664,11 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
+  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
+  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
+    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -634,7 +680,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + interval '0.5 milliseconds';
+      spin_until := started + spin * interval '1 microsecond';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -643,6 +689,7 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
+          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -668,6 +715,11 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
+  END IF;
+  IF slept THEN
+    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
+  ELSIF spin < 2000 THEN
+    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -743,6 +795,8 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
+  spin integer;
+  slept boolean := false;
 BEGIN
   command := 'svc_rewrap ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
@@ -750,6 +804,11 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
+  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
+  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
+    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -761,7 +820,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + interval '0.5 milliseconds';
+      spin_until := started + spin * interval '1 microsecond';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -770,6 +829,7 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
+          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -795,6 +855,11 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
+  END IF;
+  IF slept THEN
+    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
+  ELSIF spin < 2000 THEN
+    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -1048,12 +1113,19 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
+  spin integer;
+  slept boolean := false;
 BEGIN
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
   timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
+  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
+  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
+    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -1065,7 +1137,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + interval '0.5 milliseconds';
+      spin_until := started + spin * interval '1 microsecond';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -1074,6 +1146,7 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
+          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -1099,6 +1172,11 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
+  END IF;
+  IF slept THEN
+    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
+  ELSIF spin < 2000 THEN
+    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN coalesce(result, '{}');
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -1132,12 +1210,19 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
+  spin integer;
+  slept boolean := false;
 BEGIN
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
   timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
+  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
+  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
+    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -1149,7 +1234,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + interval '0.5 milliseconds';
+      spin_until := started + spin * interval '1 microsecond';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -1158,6 +1243,7 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
+          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -1183,6 +1269,11 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
+  END IF;
+  IF slept THEN
+    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
+  ELSIF spin < 2000 THEN
+    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -1217,6 +1308,8 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
+  spin integer;
+  slept boolean := false;
 BEGIN
   -- Only the address options: a dblink_fdw server cannot hold a password (those live in user mappings).
   SELECT pg_catalog.jsonb_object_agg(o.option_name, o.option_value) INTO server
@@ -1229,6 +1322,11 @@ BEGIN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
   END IF;
+  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
+  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
+  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
+    spin := 200;
+  END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
       PERFORM @S@.svc__dblink_connect(op);
@@ -1239,7 +1337,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + interval '0.5 milliseconds';
+      spin_until := started + spin * interval '1 microsecond';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -1248,6 +1346,7 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
+          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -1274,6 +1373,11 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
+  END IF;
+  IF slept THEN
+    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
+  ELSIF spin < 2000 THEN
+    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN pg_catalog.jsonb_build_object(
     'engineServer', 'svc_engine',
