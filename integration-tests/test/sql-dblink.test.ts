@@ -178,7 +178,7 @@ describe('the dblink bridge as an ordinary role', () => {
         expect(await spin(c)).toBe(2000);
         // It is the bridge's state, not a setting: values out of bounds or not numbers are clamped or ignored.
         for (const value of ['lots', '-1', '99999999999', '0', '1e9', '']) {
-          await c.query(`SELECT set_config('svc.dblink_spin_us', $1, false)`, [value]);
+          await c.query('SELECT set_config(\'svc.dblink_spin_us\', $1, false)', [value]);
           await call(c, `after '${value}'`);
         }
       });
