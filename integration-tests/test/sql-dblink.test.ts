@@ -157,37 +157,6 @@ describe('the dblink bridge as an ordinary role', () => {
     });
   });
 
-  it('adapts how long a per-row call polls before it sleeps to how fast answers come, whatever the session sets', async () => {
-    const slow = await startStallingProxy(engine.pgPort as number, 5);
-    const spin = async (c: pg.Client) => Number((await c.query<Row>("SELECT current_setting('svc.dblink_spin_us', true) AS s")).rows[0]?.s);
-    const call = async (c: pg.Client, value: string) =>
-      expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', [value, POLICIES.random])).rows[0]?.v).toBe(value);
-    try {
-      // Answers slower than any spin (5 ms each): the session stops spinning and sleeps.
-      await asAdmin((c) => c.query(`ALTER SERVER svc_engine OPTIONS (SET port '${slow.port}')`));
-      await asApp(async (c) => {
-        await c.query("SET svc.dblink_spin_us = '2000'");
-        for (let i = 0; i < 5; i++) await call(c, `slow ${i}`);
-        expect(await spin(c)).toBeLessThanOrEqual(100);
-      });
-      // Answers within the spin: it grows to its maximum, 2 ms.
-      await asAdmin((c) => c.query(`ALTER SERVER svc_engine OPTIONS (SET port '${engine.pgPort}')`));
-      await asApp(async (c) => {
-        await c.query("SET svc.dblink_spin_us = '1000'");
-        for (let i = 0; i < 200 && (await spin(c)) < 2000; i++) await call(c, `fast ${i}`);
-        expect(await spin(c)).toBe(2000);
-        // It is the bridge's state, not a setting: values out of bounds or not numbers are clamped or ignored.
-        for (const value of ['lots', '-1', '99999999999', '0', '1e9', '']) {
-          await c.query('SELECT set_config(\'svc.dblink_spin_us\', $1, false)', [value]);
-          await call(c, `after '${value}'`);
-        }
-      });
-    } finally {
-      await asAdmin((c) => c.query(`ALTER SERVER svc_engine OPTIONS (SET port '${engine.pgPort}')`));
-      await slow.close();
-    }
-  });
-
   it('sends arrays in chunks of svc.batch_size, keeping order and NULL elements', async () => {
     await asApp(async (c) => {
       await c.query("SET svc.batch_size = '3'");

@@ -357,8 +357,6 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
-  spin integer;
-  slept boolean := false;
 BEGIN
   command := 'svc_encrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
@@ -366,11 +364,6 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
-  END IF;
-  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
-  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
-  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
-    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -382,7 +375,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + spin * interval '1 microsecond';
+      spin_until := started + interval '0.5 milliseconds';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -391,7 +384,6 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
-          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -417,11 +409,6 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
-  END IF;
-  IF slept THEN
-    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
-  ELSIF spin < 2000 THEN
-    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -455,8 +442,6 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
-  spin integer;
-  slept boolean := false;
 BEGIN
   IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
   command := 'svc_encrypt_by_name ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_name, 'UTF8'), 'base64'), ''), '-') || ' '
@@ -466,11 +451,6 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
-  END IF;
-  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
-  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
-  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
-    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -482,7 +462,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + spin * interval '1 microsecond';
+      spin_until := started + interval '0.5 milliseconds';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -491,7 +471,6 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
-          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -517,11 +496,6 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
-  END IF;
-  IF slept THEN
-    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
-  ELSIF spin < 2000 THEN
-    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -555,8 +529,6 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
-  spin integer;
-  slept boolean := false;
 BEGIN
   IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
   command := 'svc_encrypt_by_name ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_name, 'UTF8'), 'base64'), ''), '-') || ' '
@@ -566,11 +538,6 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
-  END IF;
-  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
-  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
-  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
-    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -582,7 +549,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + spin * interval '1 microsecond';
+      spin_until := started + interval '0.5 milliseconds';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -591,7 +558,6 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
-          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -617,11 +583,6 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
-  END IF;
-  IF slept THEN
-    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
-  ELSIF spin < 2000 THEN
-    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -655,8 +616,6 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
-  spin integer;
-  slept boolean := false;
 BEGIN
   command := 'svc_decrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
@@ -664,11 +623,6 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
-  END IF;
-  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
-  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
-  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
-    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -680,7 +634,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + spin * interval '1 microsecond';
+      spin_until := started + interval '0.5 milliseconds';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -689,7 +643,6 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
-          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -715,11 +668,6 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
-  END IF;
-  IF slept THEN
-    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
-  ELSIF spin < 2000 THEN
-    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -795,8 +743,6 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
-  spin integer;
-  slept boolean := false;
 BEGIN
   command := 'svc_rewrap ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
@@ -804,11 +750,6 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
-  END IF;
-  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
-  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
-  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
-    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -820,7 +761,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + spin * interval '1 microsecond';
+      spin_until := started + interval '0.5 milliseconds';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -829,7 +770,6 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
-          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -855,11 +795,6 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
-  END IF;
-  IF slept THEN
-    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
-  ELSIF spin < 2000 THEN
-    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -1113,19 +1048,12 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
-  spin integer;
-  slept boolean := false;
 BEGIN
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
   timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
-  END IF;
-  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
-  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
-  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
-    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -1137,7 +1065,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + spin * interval '1 microsecond';
+      spin_until := started + interval '0.5 milliseconds';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -1146,7 +1074,6 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
-          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -1172,11 +1099,6 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
-  END IF;
-  IF slept THEN
-    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
-  ELSIF spin < 2000 THEN
-    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN coalesce(result, '{}');
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -1210,19 +1132,12 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
-  spin integer;
-  slept boolean := false;
 BEGIN
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
   timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
-  END IF;
-  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
-  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
-  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
-    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -1234,7 +1149,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + spin * interval '1 microsecond';
+      spin_until := started + interval '0.5 milliseconds';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -1243,7 +1158,6 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
-          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -1269,11 +1183,6 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
-  END IF;
-  IF slept THEN
-    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
-  ELSIF spin < 2000 THEN
-    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -1308,8 +1217,6 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
-  spin integer;
-  slept boolean := false;
 BEGIN
   -- Only the address options: a dblink_fdw server cannot hold a password (those live in user mappings).
   SELECT pg_catalog.jsonb_object_agg(o.option_name, o.option_value) INTO server
@@ -1322,11 +1229,6 @@ BEGIN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
   END IF;
-  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
-  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
-  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
-    spin := 200;
-  END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
       PERFORM @S@.svc__dblink_connect(op);
@@ -1337,7 +1239,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + spin * interval '1 microsecond';
+      spin_until := started + interval '0.5 milliseconds';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -1346,7 +1248,6 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
-          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -1373,11 +1274,6 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
-  END IF;
-  IF slept THEN
-    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
-  ELSIF spin < 2000 THEN
-    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN pg_catalog.jsonb_build_object(
     'engineServer', 'svc_engine',

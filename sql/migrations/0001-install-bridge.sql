@@ -373,8 +373,6 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
-  spin integer;
-  slept boolean := false;
 BEGIN
   command := 'svc_encrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
@@ -382,11 +380,6 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
-  END IF;
-  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
-  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
-  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
-    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -398,7 +391,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + spin * interval '1 microsecond';
+      spin_until := started + interval '0.5 milliseconds';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -407,7 +400,6 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
-          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -433,11 +425,6 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
-  END IF;
-  IF slept THEN
-    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
-  ELSIF spin < 2000 THEN
-    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -471,8 +458,6 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
-  spin integer;
-  slept boolean := false;
 BEGIN
   IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
   command := 'svc_encrypt_by_name ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_name, 'UTF8'), 'base64'), ''), '-') || ' '
@@ -482,11 +467,6 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
-  END IF;
-  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
-  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
-  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
-    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -498,7 +478,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + spin * interval '1 microsecond';
+      spin_until := started + interval '0.5 milliseconds';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -507,7 +487,6 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
-          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -533,11 +512,6 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
-  END IF;
-  IF slept THEN
-    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
-  ELSIF spin < 2000 THEN
-    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -571,8 +545,6 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
-  spin integer;
-  slept boolean := false;
 BEGIN
   IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
   command := 'svc_encrypt_by_name ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_name, 'UTF8'), 'base64'), ''), '-') || ' '
@@ -582,11 +554,6 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
-  END IF;
-  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
-  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
-  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
-    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -598,7 +565,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + spin * interval '1 microsecond';
+      spin_until := started + interval '0.5 milliseconds';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -607,7 +574,6 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
-          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -633,11 +599,6 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
-  END IF;
-  IF slept THEN
-    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
-  ELSIF spin < 2000 THEN
-    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -671,8 +632,6 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
-  spin integer;
-  slept boolean := false;
 BEGIN
   command := 'svc_decrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
@@ -680,11 +639,6 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
-  END IF;
-  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
-  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
-  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
-    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -696,7 +650,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + spin * interval '1 microsecond';
+      spin_until := started + interval '0.5 milliseconds';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -705,7 +659,6 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
-          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -731,11 +684,6 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
-  END IF;
-  IF slept THEN
-    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
-  ELSIF spin < 2000 THEN
-    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -811,8 +759,6 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
-  spin integer;
-  slept boolean := false;
 BEGIN
   command := 'svc_rewrap ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
@@ -820,11 +766,6 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
-  END IF;
-  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
-  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
-  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
-    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -836,7 +777,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + spin * interval '1 microsecond';
+      spin_until := started + interval '0.5 milliseconds';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -845,7 +786,6 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
-          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -871,11 +811,6 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
-  END IF;
-  IF slept THEN
-    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
-  ELSIF spin < 2000 THEN
-    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -1129,19 +1064,12 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
-  spin integer;
-  slept boolean := false;
 BEGIN
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
   timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
-  END IF;
-  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
-  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
-  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
-    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -1153,7 +1081,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + spin * interval '1 microsecond';
+      spin_until := started + interval '0.5 milliseconds';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -1162,7 +1090,6 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
-          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -1188,11 +1115,6 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
-  END IF;
-  IF slept THEN
-    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
-  ELSIF spin < 2000 THEN
-    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN coalesce(result, '{}');
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -1226,19 +1148,12 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
-  spin integer;
-  slept boolean := false;
 BEGIN
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
   timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
-  END IF;
-  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
-  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
-  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
-    spin := 200;
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -1250,7 +1165,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + spin * interval '1 microsecond';
+      spin_until := started + interval '0.5 milliseconds';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -1259,7 +1174,6 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
-          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -1285,11 +1199,6 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
-  END IF;
-  IF slept THEN
-    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
-  ELSIF spin < 2000 THEN
-    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN result;
 EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLSTATE '55000' THEN
@@ -1324,8 +1233,6 @@ DECLARE
   started timestamptz;
   spin_until timestamptz;
   timed_out boolean := false;
-  spin integer;
-  slept boolean := false;
 BEGIN
   -- Only the address options: a dblink_fdw server cannot hold a password (those live in user mappings).
   SELECT pg_catalog.jsonb_object_agg(o.option_name, o.option_value) INTO server
@@ -1338,11 +1245,6 @@ BEGIN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
   END IF;
-  setting := pg_catalog.current_setting('svc.dblink_spin_us', true);
-  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, 50), 2000) ELSE 500 END;
-  IF spin = 50 AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
-    spin := 200;
-  END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
       PERFORM @S@.svc__dblink_connect(op);
@@ -1353,7 +1255,7 @@ BEGIN
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
       started := pg_catalog.clock_timestamp();
-      spin_until := started + spin * interval '1 microsecond';
+      spin_until := started + interval '0.5 milliseconds';
       WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
         IF pg_catalog.clock_timestamp() > spin_until THEN
           IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
@@ -1362,7 +1264,6 @@ BEGIN
             timed_out := true;
             EXIT;
           END IF;
-          slept := true;
           PERFORM pg_catalog.pg_sleep(0.001);
           -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
           -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
@@ -1389,11 +1290,6 @@ BEGIN
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
-  END IF;
-  IF slept THEN
-    IF spin > 50 THEN PERFORM pg_catalog.set_config('svc.dblink_spin_us', (spin / 2)::text, false); END IF;
-  ELSIF spin < 2000 THEN
-    PERFORM pg_catalog.set_config('svc.dblink_spin_us', LEAST(spin * 2, 2000)::text, false);
   END IF;
   RETURN pg_catalog.jsonb_build_object(
     'engineServer', 'svc_engine',

@@ -29,25 +29,8 @@ export const AHEAD_CONNECTION_PREFIX = 'svc_engine_ahead_';
 const AHEAD_MAX_VALUES = 10_000;
 /** Largest command text one round trip sends (the engine's default message limit is 32 MiB). */
 export const MAX_COMMAND_CHARS = 8 * 1024 * 1024;
-/** How long the wait for an array chunk's answer polls without sleeping, in milliseconds. */
+/** How long the wait for an answer polls without sleeping, in milliseconds. */
 const SPIN_MS = 0.5;
-/**
- * The per-row wait adapts how long it polls without sleeping, per session, between these bounds in
- * microseconds: the spin doubles after an answer that came while polling and halves after one that
- * needed a sleep (which takes 1-2 ms: pg_sleep waits in whole milliseconds, and this one often two).
- * One session alone on the machine spins up to the maximum and never sleeps; many sessions on few cores
- * spin briefly and sleep, leaving the cores to the engine. Measured over 5,000 rows a session on 2
- * cores (docs/sql.md §8): a fixed 0.5 ms gave 14-19k rows/s from one session and 6-7k from eight; a
- * fixed 3 ms 20-22k and 5k; adapting between 50 us and 2 ms 19-21k and 12-15k.
- * At the minimum, about one call in 16 (chosen by the clock's microseconds, not random(), which would
- * disturb a session's setseed sequence) spins SPIN_PROBE_US instead: a session pushed to the minimum by
- * a run of slow answers finds its way back once answers come within that again.
- */
-const SPIN_MIN_US = 50;
-const SPIN_MAX_US = 2000;
-const SPIN_PROBE_US = 4 * SPIN_MIN_US;
-/** The session setting holding the per-row spin (the bridge's own state, clamped to the bounds above). */
-export const SPIN_SETTING = 'svc.dblink_spin_us';
 /**
  * Polls after each sleep of the wait (bench:sql: a 1000-value answer of about 100 KiB took 1.4-1.5x
  * less time to wait for with 8-32 polls than with one; more polls only cost CPU while nothing arrives).
@@ -98,19 +81,17 @@ const READ_TIMEOUT = `
 
 /**
  * The wait for an answer on `conn` (see roundTrip), indented by `indent`; `onTimeout`: the statements run
- * when svc.timeout_ms has passed. `adaptive`: the spin is the variable `spin` (microseconds, see
- * SPIN_MIN_US) and `slept` records whether the wait slept; otherwise SPIN_MS.
+ * when svc.timeout_ms has passed.
  */
-function waitForAnswer(conn: string, onTimeout: readonly string[], indent: string, adaptive = false): string {
+function waitForAnswer(conn: string, onTimeout: readonly string[], indent: string): string {
   return [
     'started := pg_catalog.clock_timestamp();',
-    adaptive ? "spin_until := started + spin * interval '1 microsecond';" : `spin_until := started + interval '${SPIN_MS} milliseconds';`,
+    `spin_until := started + interval '${SPIN_MS} milliseconds';`,
     `WHILE @D@.dblink_is_busy(${conn}) = 1 LOOP`,
     '  IF pg_catalog.clock_timestamp() > spin_until THEN',
     "    IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN",
     ...onTimeout.map((line) => `      ${line}`),
     '    END IF;',
-    ...(adaptive ? ['    slept := true;'] : []),
     '    PERFORM pg_catalog.pg_sleep(0.001);',
     '    -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:',
     '    -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.',
@@ -131,18 +112,14 @@ function waitForAnswer(conn: string, onTimeout: readonly string[], indent: strin
  * class 08) is dropped and the command sent once more on a new one. Errors from the engine are raised
  * again with their SQLSTATE, message, detail and hint (svc__dblink_failed).
  *
- * The wait polls: tightly for the session's current spin (an answer takes tens of microseconds; a sleep
- * would cap a session at 500-1000 calls/s), adapted after each answer (SPIN_MIN_US), then after every sleep
- * (a burst of POLL_BURST polls), so a cancel is noticed, until svc.timeout_ms. A cancel or statement_timeout during the wait closes the connection, so the answer
+ * The wait polls: tightly for the first SPIN_MS (an answer takes a few hundred microseconds; a 1 ms sleep
+ * would cap a session at 1000 calls/s), then every millisecond (a burst of POLL_BURST polls after each
+ * sleep), so a cancel is noticed, until
+ * svc.timeout_ms. A cancel or statement_timeout during the wait closes the connection, so the answer
  * still on its way is never read as another call's (and the next call need not find a busy connection).
  */
 function roundTrip(fetch: string): string {
   return `${READ_TIMEOUT}
-  setting := pg_catalog.current_setting('${SPIN_SETTING}', true);
-  spin := CASE WHEN setting ~ '^[0-9]{1,7}$' THEN LEAST(GREATEST(setting::integer, ${SPIN_MIN_US}), ${SPIN_MAX_US}) ELSE ${SPIN_MS * 1000} END;
-  IF spin = ${SPIN_MIN_US} AND pg_catalog.date_part('microseconds', pg_catalog.clock_timestamp())::integer % 16 = 0 THEN
-    spin := ${SPIN_PROBE_US};
-  END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce(${C} = ANY (@D@.dblink_get_connections()), false) THEN
       PERFORM @S@.svc__dblink_connect(op);
@@ -157,7 +134,7 @@ ${waitForAnswer(C, [
   `PERFORM @D@.dblink_disconnect(${C});`,
   'timed_out := true;',
   'EXIT;',
-], '      ', true)}
+], '      ')}
       EXIT WHEN timed_out;
       -- The second function returns no row: it takes the end of the answer, so the connection is free again.
       ${fetch}
@@ -174,11 +151,6 @@ ${waitForAnswer(C, [
   IF timed_out THEN
     RAISE EXCEPTION '%: engine at foreign server ${SERVER_NAME} did not answer within svc.timeout_ms (% ms)', op, timeout_ms
       USING ERRCODE = 'SV002';
-  END IF;
-  IF slept THEN
-    IF spin > ${SPIN_MIN_US} THEN PERFORM pg_catalog.set_config('${SPIN_SETTING}', (spin / 2)::text, false); END IF;
-  ELSIF spin < ${SPIN_MAX_US} THEN
-    PERFORM pg_catalog.set_config('${SPIN_SETTING}', LEAST(spin * 2, ${SPIN_MAX_US})::text, false);
   END IF;`;
 }
 
@@ -203,9 +175,7 @@ const WAIT_DECLARE = `
   spin_until timestamptz;`;
 
 const ROUND_TRIP_DECLARE = `${WAIT_DECLARE}
-  timed_out boolean := false;
-  spin integer;
-  slept boolean := false;`;
+  timed_out boolean := false;`;
 
 /** The internal functions' bodies, by name and identity as in DBLINK_INTERNALS. */
 const INTERNAL_BODIES: Record<string, { args: string; returns: string; body: string }> = {
