@@ -931,7 +931,7 @@ EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLST
   END IF;
   RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
 END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
-    EXECUTE format('COMMENT ON FUNCTION %I.svc_array_send(text, text[], text) IS %L', target_schema, $c$Sends an array ahead to the engine (op 'encrypt' with a policy code, 'decrypt' or 'rewrap') and returns at once, with the number of values sent; svc_array_collect with the same arguments returns the results. One array pending per session: a new send discards the last.$c$);
+    EXECUTE format('COMMENT ON FUNCTION %I.svc_array_send(text, text[], text) IS %L', target_schema, $c$Sends an array ahead to the engine (op 'encrypt' with a policy code, 'decrypt' or 'rewrap') and returns at once, with the number of values sent; svc_array_collect with the same arguments returns the results. Two arrays pending per session: a third send discards the oldest.$c$);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.svc_array_send(text, text[], text) FROM PUBLIC', target_schema);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %I.svc_array_send(text, text[], text) TO svc_user', target_schema);
     EXECUTE format('CREATE OR REPLACE FUNCTION %1$I.svc_array_collect(op text, data text[], policy_code text DEFAULT NULL) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, %1$I, pg_temp AS %2$L',
@@ -2914,7 +2914,7 @@ EXCEPTION WHEN SQLSTATE 'SV000' OR SQLSTATE '2202E' OR SQLSTATE '22023' OR SQLST
   END IF;
   RAISE EXCEPTION USING ERRCODE = e_state, MESSAGE = e_message;
 END$b$, target_schema));
-  EXECUTE format('COMMENT ON FUNCTION %I.svc_array_send(text, text[], text) IS %L', target_schema, $c$Sends an array ahead to the engine (op 'encrypt' with a policy code, 'decrypt' or 'rewrap') and returns at once, with the number of values sent; svc_array_collect with the same arguments returns the results. One array pending per session: a new send discards the last.$c$);
+  EXECUTE format('COMMENT ON FUNCTION %I.svc_array_send(text, text[], text) IS %L', target_schema, $c$Sends an array ahead to the engine (op 'encrypt' with a policy code, 'decrypt' or 'rewrap') and returns at once, with the number of values sent; svc_array_collect with the same arguments returns the results. Two arrays pending per session: a third send discards the oldest.$c$);
   EXECUTE format('CREATE OR REPLACE FUNCTION %I.svc_array_collect(op text, data text[], policy_code text DEFAULT NULL) RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
     target_schema, format($b$
 DECLARE

@@ -240,7 +240,7 @@ export const FUNCTIONS: readonly BridgeFunction[] = [
     strict: false,
     call: 'svc__array_send(op, data, policy_code, cfg)',
     comment:
-      "Sends an array ahead to the engine (op 'encrypt' with a policy code, 'decrypt' or 'rewrap') and returns at once, with the number of values sent; svc_array_collect with the same arguments returns the results. One array pending per session: a new send discards the last.",
+      "Sends an array ahead to the engine (op 'encrypt' with a policy code, 'decrypt' or 'rewrap') and returns at once, with the number of values sent; svc_array_collect with the same arguments returns the results. Two arrays pending per session: a third send discards the oldest.",
   },
   {
     name: 'svc_array_collect',
