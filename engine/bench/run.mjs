@@ -1,8 +1,10 @@
 // `npm run bench`: measures the execution API against the limits below it, all in one run on one
 // machine, and prints each figure as a ratio to its reference: raw node:crypto GCM (platform limit) ▸
 // the core's encryptMany (no HTTP) ▸ a bare Fastify route (framework floor) ▸ the engine as a real
-// process on one core (SVC_WORKERS=1: single, JSON batch, binary frame batch, NDJSON stream) ▸ the
-// engine on all cores (the default SVC_WORKERS: JSON batch and binary frame, docs/workers.md) ▸ the
+// process on one core (SVC_WORKERS=1: single, JSON batch, binary frame batch, NDJSON stream), the single
+// request also against a Fastify route doing only the core's encryptOne ▸ the engine on all cores (the
+// default SVC_WORKERS: JSON batch and binary frame, docs/workers.md), also against as many one-core
+// engines loaded at once (what this machine allows any multi-core engine, load generator included) ▸ the
 // PostgreSQL wire endpoint's serial round trip against a TCP echo floor ▸ stream memory over ~1 GiB ▸
 // warm start and idle RSS of the embedded default.
 // A measurement, not a test: missed targets still exit 0; any failed request or item exits 1.
@@ -75,12 +77,15 @@ const F = {
   coreLarge: `core encryptMany ${settings.largeDataBytes} B`,
   bare: 'bare Fastify route',
   single: 'engine single JSON encrypt',
+  coreRoute: 'Fastify route + core encryptOne',
   json: `engine JSON batch x${settings.batchItems}`,
   frame: `engine binary frame x${settings.batchItems}`,
   ndjson: 'engine NDJSON stream (1 conn)',
   rawAll: `${CORES}x raw GCM ${settings.dataBytes} B`,
   jsonAll: `all cores (${CORES} workers) JSON batch x${settings.batchItems}`,
   frameAll: `all cores (${CORES} workers) binary frame x${settings.batchItems}`,
+  jsonCeiling: `${CORES} one-core engines at once, JSON batch x${settings.batchItems}`,
+  frameCeiling: `${CORES} one-core engines at once, binary frame x${settings.batchItems}`,
   echo: 'TCP echo serial round trip',
   wire: 'pgwire svc_encrypt serial (pg client)',
   wireMany: `pgwire svc_encrypt_many x${settings.batchItems}`,
@@ -94,6 +99,9 @@ const REPORT = [
   [F.coreLarge, 'items/s', F.rawLarge, 0.8],
   [F.bare, 'req/s'],
   [F.single, 'req/s', F.bare, 0.8],
+  // The framework and the encryption alone, against the bare route; the engine against them (its own features).
+  [F.coreRoute, 'req/s', F.bare],
+  [F.single, 'req/s', F.coreRoute],
   [F.json, 'items/s', F.core, 0.7],
   [F.frame, 'items/s', F.core, 0.85],
   [F.ndjson, 'items/s', F.core],
@@ -102,6 +110,12 @@ const REPORT = [
   [F.frameAll, 'items/s', F.frame, 1.7],
   [F.jsonAll, 'items/s', F.rawAll],
   [F.frameAll, 'items/s', F.rawAll],
+  // The machine's ceiling for any multi-core engine (no threads to feed, nothing shared), against one
+  // core, and the worker pool against that ceiling.
+  [F.jsonCeiling, 'items/s', F.json],
+  [F.frameCeiling, 'items/s', F.frame],
+  [F.jsonAll, 'items/s', F.jsonCeiling],
+  [F.frameAll, 'items/s', F.frameCeiling],
   [F.echo, 'req/s'],
   [F.wire, 'req/s', F.echo],
   [F.wireMany, 'items/s', F.core],
@@ -150,7 +164,25 @@ async function httpSampler(server, itemsPerRequest, options) {
   };
 }
 
-async function measureAll(bare, engine, allCores) {
+/**
+ * Like httpSampler, over several servers loaded at once (the connections shared among them): the
+ * items/s of all together, and the CPU of all per item.
+ */
+async function parallelHttpSampler(servers, itemsPerRequest, options) {
+  const connections = Math.max(1, Math.round(options.connections / servers.length));
+  const load = (seconds) => Promise.all(servers.map((server) => postLoad({ ...options, url: options.url(server), connections, seconds })));
+  await load(settings.warmupSeconds);
+  return async () => {
+    const cpu = () => servers.reduce((sum, server) => sum + cpuMicros(server.pid), 0);
+    const before = cpu();
+    const runs = await load(settings.httpSeconds);
+    const requests = runs.reduce((sum, run) => sum + run.requests, 0);
+    const rate = runs.reduce((sum, run) => sum + run.rate, 0);
+    return { rate: rate * itemsPerRequest, cpu: (cpu() - before) / (requests * itemsPerRequest) };
+  };
+}
+
+async function measureAll({ bare, coreRoute, engine, allCores, oneCoreEngines }) {
   const { dataBytes: small, largeDataBytes: large, inProcessMs: ms } = settings;
   const single = { data: plaintexts(1, small)[0], policyCode: POLICY };
   const singleBody = JSON.stringify(single);
@@ -187,8 +219,29 @@ async function measureAll(bare, engine, allCores) {
       connections: settings.singleConnections,
       verifyBody: (body) => body.includes('"success":true'),
     }),
+    [F.coreRoute]: await httpSampler(coreRoute, 1, {
+      url: `${coreRoute.origin}/api/encrypt`,
+      body: singleBody,
+      contentType: json,
+      connections: settings.singleConnections,
+      verifyBody: (body) => body.includes('"success":true'),
+    }),
     [F.json]: await httpSampler(engine, items.length, {
       url: `${engine.origin}/api/encrypt/batch`,
+      body: JSON.stringify({ items }),
+      contentType: json,
+      connections: settings.batchConnections,
+      verifyBody: (body) => body.includes('"totalFailed":0,'),
+    }),
+    [F.jsonAll]: await httpSampler(allCores, items.length, {
+      url: `${allCores.origin}/api/encrypt/batch`,
+      body: JSON.stringify({ items }),
+      contentType: json,
+      connections: settings.batchConnections,
+      verifyBody: (body) => body.includes('"totalFailed":0,'),
+    }),
+    [F.jsonCeiling]: await parallelHttpSampler(oneCoreEngines, items.length, {
+      url: (server) => `${server.origin}/api/encrypt/batch`,
       body: JSON.stringify({ items }),
       contentType: json,
       connections: settings.batchConnections,
@@ -201,15 +254,15 @@ async function measureAll(bare, engine, allCores) {
       connections: settings.batchConnections,
       verifyBody: (body) => body.startsWith('SVCF'),
     }),
-    [F.jsonAll]: await httpSampler(allCores, items.length, {
-      url: `${allCores.origin}/api/encrypt/batch`,
-      body: JSON.stringify({ items }),
-      contentType: json,
-      connections: settings.batchConnections,
-      verifyBody: (body) => body.includes('"totalFailed":0,'),
-    }),
     [F.frameAll]: await httpSampler(allCores, items.length, {
       url: `${allCores.origin}/api/encrypt/batch`,
+      body: frame,
+      contentType: 'application/x-svc-binary-frame',
+      connections: settings.batchConnections,
+      verifyBody: (body) => body.startsWith('SVCF'),
+    }),
+    [F.frameCeiling]: await parallelHttpSampler(oneCoreEngines, items.length, {
+      url: (server) => `${server.origin}/api/encrypt/batch`,
       body: frame,
       contentType: 'application/x-svc-binary-frame',
       connections: settings.batchConnections,
@@ -244,7 +297,9 @@ async function main() {
     `getAuthTag, pooled random nonces) and the core's ExecutionService.encryptMany on ${settings.batchItems}-item arrays.`,
   );
   log('HTTP: the engine (node engine/dist/main.js --dev) on one core (SVC_WORKERS=1) and on all cores (default');
-  log(`SVC_WORKERS=${CORES}: batches of 64 items or more run on ${CORES} crypto worker threads) and a bare Fastify app (one POST route, constant JSON)`);
+  log(`SVC_WORKERS=${CORES}: batches of 64 items or more run on ${CORES} crypto worker threads), ${CORES} more one-core engines loaded at`);
+  log('once (the connections shared among them), a bare Fastify app (one POST route, constant JSON) and a Fastify');
+  log("app whose one route has the engine's schemas and calls the core's encryptOne, nothing else of the engine,");
   log('each run in their own process; the load generator (autocannon, keep-alive; single requests over');
   log(
     `${settings.singleConnections} connections, batches over ${settings.batchConnections}) runs in this process and competes with them for`,
@@ -253,13 +308,16 @@ async function main() {
   log('response read concurrently.\n');
 
   const bare = await startBareServer();
+  const coreRoute = await startBareServer('core-route-server.mjs', 'fastify core route');
   let results;
   try {
     const engine = await startEngine({ SVC_WORKERS: '1' });
     const allCores = await startEngine();
+    const oneCoreEngines = [engine];
     try {
+      while (oneCoreEngines.length < CORES) oneCoreEngines.push(await startEngine({ SVC_WORKERS: '1' }));
       log(`engine pid ${engine.pid} at ${engine.origin} (one core), ${allCores.pid} at ${allCores.origin} (all cores); bare Fastify pid ${bare.pid}`);
-      results = await measureAll(bare, engine, allCores);
+      results = await measureAll({ bare, coreRoute, engine, allCores, oneCoreEngines });
       log('PostgreSQL wire endpoint: serial round trips from one pg client vs a TCP echo server (own process)');
       const wire = await pgwireRoundTrips({
         engine,
@@ -273,11 +331,12 @@ async function main() {
       results.set(F.wire, wire.wire);
       results.set(F.wireMany, wire.wireMany);
     } finally {
-      await engine.stop();
+      for (const oneCore of oneCoreEngines) await oneCore.stop();
       await allCores.stop();
     }
   } finally {
     await bare.stop();
+    await coreRoute.stop();
   }
   const rows = report(results);
 

@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { EngineError, errors } from '../src/core/errors.js';
 import {
   BINARY_FRAME_TYPE,
+  decodeFrameItems,
   decodeRequestFrame,
   decodeResponseFrame,
   encodeRequestFrame,
@@ -57,7 +58,24 @@ describe('binary frame codec', () => {
           'decrypt',
           100,
         );
-        expect(decoded).toEqual({ operation: 'decrypt', items });
+        expect(decoded.operation).toBe('decrypt');
+        expect(decoded.items).toEqual(items);
+      }),
+    );
+  });
+
+  it("reads any run of a frame's items again from their bytes, as a crypto worker gets its slice", () => {
+    const operations = fc.constantFrom('encrypt' as const, 'decrypt' as const, 'rewrap' as const);
+    const ciphertexts = fc.array(fc.stringMatching(/^[ -~]{0,40}$/).map((data) => ({ data })), { maxLength: 20 });
+    fc.assert(
+      fc.property(operations, fc.array(encryptItem, { maxLength: 20 }), ciphertexts, fc.nat(), fc.nat(), (operation, plain, sealed, a, b) => {
+        const frame = encodeRequestFrame(operation, operation === 'encrypt' ? plain : sealed);
+        const { items, offsets } = decodeRequestFrame(frame, operation, 100);
+        expect(offsets).toHaveLength(items.length + 1);
+        const start = items.length === 0 ? 0 : a % items.length;
+        const end = start + (b % (items.length - start + 1));
+        const bytes = Buffer.from(frame.subarray(offsets[start], offsets[end]));
+        expect(decodeFrameItems(operation, bytes, end - start)).toEqual(items.slice(start, end));
       }),
     );
   });

@@ -72,6 +72,19 @@ export async function setEngineServer(url: string, address: EngineAddress): Prom
     const options = [`url ${client.escapeLiteral(address.url)}`];
     if (address.opsUrl) options.push(`ops_url ${client.escapeLiteral(address.opsUrl)}`);
     if (address.wire) options.push(`wire_url ${client.escapeLiteral(address.wire.url)}`);
+    const wrapper = await client.query("SELECT 1 FROM pg_catalog.pg_foreign_data_wrapper WHERE fdwname = 'svc_bridge_fdw'");
+    if (wrapper.rowCount === 0) {
+      // The migrations install the dblink bridge on a server without PL/Python or plv8: say so, rather
+      // than let CREATE SERVER fail on the missing wrapper.
+      const plpython = await client.query("SELECT 1 FROM pg_catalog.pg_available_extensions WHERE name = 'plpython3u'");
+      throw new Error(
+        'the PL/Python or plv8 bridge is not installed in this database (no foreign-data wrapper svc_bridge_fdw)' +
+          (plpython.rowCount === 0
+            ? ': this PostgreSQL server has no plpython3u, so the migrations installed the dblink bridge. Install PL/Python ' +
+              '(Debian: apt-get install postgresql-plpython3-15, as .ci/run does) and run again.'
+            : '; apply the migrations with svc.bridge unset or set to plpython3u first.'),
+      );
+    }
     await client.query('DROP SERVER IF EXISTS svc_engine CASCADE');
     await client.query(`CREATE SERVER svc_engine FOREIGN DATA WRAPPER svc_bridge_fdw OPTIONS (${options.join(', ')})`);
     const mapping = [

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BINARY_FRAME_TYPE, decodeResponseFrame, encodeRequestFrame } from '../../engine/src/http/codecs/binary-frame.js';
 import { engineClient, eventually, keyVersionOf } from '../src/engine-client.js';
 import { type RunningEngine, startEngine } from '../src/engine-process.js';
-import { POLICIES, testBootstrap } from '../src/test-policies.js';
+import { POLICIES, POLICY_NAME, testBootstrap } from '../src/test-policies.js';
 
 const TENANT = 'tenant-workers-4f2a';
 /** Four slices of 256 items: enough to go to the workers and to spread over both. */
@@ -140,6 +140,63 @@ describe('an engine on two worker threads', () => {
     expect(new Set(event?.policyCodes)).toEqual(new Set([POLICIES.deterministic, 'NO_SUCH_POLICY']));
   });
 
+  it('answers binary-frame batches (encrypt, decrypt, rewrap) from the workers with the items the main thread writes', async () => {
+    // Slices travel to the workers as the frame's own bytes: raw non-UTF-8 data, policies by code and by
+    // name, repeated and changing references and failed items must come back as on the main thread.
+    const plain = Array.from({ length: 200 }, (_, i) => {
+      const data = i % 7 === 0 ? Buffer.from([0xff, 0xfe, i & 0xff, 0x00]) : Buffer.from(`frame-${i}-${'é'.repeat(i % 5)}`);
+      if (i % 11 === 4) return { data, policyCode: 'NO_SUCH_POLICY' };
+      if (i % 13 === 6) return { data, policyName: POLICY_NAME, policyVersion: 1 };
+      return { data, policyCode: i < 120 ? POLICIES.deterministic : POLICIES.random };
+    });
+    const post = async (operation: 'encrypt' | 'decrypt' | 'rewrap', list: readonly { data: Uint8Array | string }[]) => {
+      const res = await fetch(`${engine.url}/api/${operation}/batch`, {
+        method: 'POST',
+        headers: { 'content-type': BINARY_FRAME_TYPE },
+        body: encodeRequestFrame(operation, list as Parameters<typeof encodeRequestFrame>[1]),
+        signal: AbortSignal.timeout(30_000),
+      });
+      expect(res.status).toBe(200);
+      return decodeResponseFrame(Buffer.from(await res.arrayBuffer()));
+    };
+    // Under the pool's threshold (64 items) a batch runs on the main thread.
+    const inParts = async (operation: 'encrypt' | 'decrypt' | 'rewrap', list: readonly { data: Uint8Array | string }[]) => {
+      const parts = [];
+      for (let at = 0; at < list.length; at += 50) parts.push(await post(operation, list.slice(at, at + 50)));
+      return parts.flatMap((part) => part.items);
+    };
+
+    const slicesBefore = metric(await metrics(), 'svc_worker_slices_total');
+    const encrypted = await post('encrypt', plain);
+    expect(metric(await metrics(), 'svc_worker_slices_total')).toBeGreaterThan(slicesBefore);
+    const mainEncrypted = await inParts('encrypt', plain);
+    expect(encrypted.items.map((item) => [item.code, item.status, item.policyCode])).toEqual(
+      mainEncrypted.map((item) => [item.code, item.status, item.policyCode]),
+    );
+    // Deterministic ciphertexts and failure messages are the same bytes on either path.
+    for (const [i, item] of encrypted.items.entries()) {
+      if (item.code !== 1000 || item.policyCode === POLICIES.deterministic) expect(item.data).toEqual(mainEncrypted[i]?.data);
+    }
+    expect(encrypted.totals.totalFailed).toBe(plain.filter((p) => 'policyCode' in p && p.policyCode === 'NO_SUCH_POLICY').length);
+
+    const sealed = encrypted.items.map((item, i) => ({ data: item.code === 1000 ? item.data.toString('latin1') : `not-a-ciphertext-${i}` }));
+    sealed[3] = { data: `${(sealed[3] as { data: string }).data.slice(0, -2)}AA` }; // tampered
+    const decrypted = await post('decrypt', sealed);
+    expect(decrypted.items.map((item) => [item.code, item.status, item.policyCode, item.data.toString('hex')])).toEqual(
+      (await inParts('decrypt', sealed)).map((item) => [item.code, item.status, item.policyCode, item.data.toString('hex')]),
+    );
+    for (const [i, item] of decrypted.items.entries()) {
+      if (item.code === 1000) expect(item.data).toEqual(Buffer.from((plain[i] as { data: Uint8Array }).data));
+    }
+
+    const rewrapped = await post('rewrap', sealed);
+    expect(rewrapped.items.map((item) => [item.code, item.status, item.policyCode])).toEqual(
+      (await inParts('rewrap', sealed)).map((item) => [item.code, item.status, item.policyCode]),
+    );
+    // Already under the newest version: rewrap gives each ciphertext back unchanged.
+    for (const [i, item] of rewrapped.items.entries()) if (item.code === 1000) expect(item.data.toString('latin1')).toBe(sealed[i]?.data);
+  });
+
   it('answers a sync of 30,000 policies, posted to the workers in parts, only once both workers encrypt under them', async () => {
     const count = 30_000;
     const policies = Array.from({ length: count }, (_, i) => ({
@@ -173,11 +230,24 @@ describe('an engine on two worker threads', () => {
   it('replaces a worker that ends abruptly, and batches in flight meanwhile still succeed in full', async () => {
     const replacedBefore = metric(await metrics(), 'svc_workers_replaced_total');
     const inFlight = Array.from({ length: 6 }, (_, n) => postJson('/api/encrypt/batch', { items: items(`kill-${n}`) }));
+    // Frame slices travel as bytes: a slice run again on another worker is posted again from them.
+    const framesInFlight = Array.from({ length: 2 }, (_, n) =>
+      fetch(`${engine.url}/api/encrypt/batch`, {
+        method: 'POST',
+        headers: { 'content-type': BINARY_FRAME_TYPE },
+        body: encodeRequestFrame('encrypt', items(`kill-frame-${n}`)),
+        signal: AbortSignal.timeout(30_000),
+      }).then(async (res) => ({ status: res.status, frame: decodeResponseFrame(Buffer.from(await res.arrayBuffer())) })),
+    );
     engine.signal('SIGUSR2');
     const answers = await Promise.all(inFlight);
     for (const answer of answers) {
       expect(answer.status).toBe(200);
       expect(answer.body.totalSuccess).toBe(BATCH);
+    }
+    for (const answer of await Promise.all(framesInFlight)) {
+      expect(answer.status).toBe(200);
+      expect(answer.frame.totals.totalSuccess).toBe(BATCH);
     }
     await eventually('the ended worker is replaced', async () => {
       const text = await metrics();

@@ -6,7 +6,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { AuditSummary } from '../core/audit.js';
 import { EngineError } from '../core/errors.js';
 import { ExecutionService, type ItemOutcome } from '../core/execution-service.js';
-import { encodeResultItems } from '../http/codecs/binary-frame.js';
+import { decodeFrameItems, encodeResultItems } from '../http/codecs/binary-frame.js';
 import { frameResults, resultObject } from '../http/batch-results.js';
 import type { KeyRecord, PolicyRecord } from '../core/records.js';
 import { RuntimeSnapshot } from '../core/runtime-snapshot.js';
@@ -65,7 +65,10 @@ function jsonSlice(
     summary.addAll(outcomes, items);
     audit = summary.facts();
   }
-  return { text: parts.join(','), succeeded, audit };
+  const text = parts.join(',');
+  const bytes = Buffer.allocUnsafeSlow(Buffer.byteLength(text, 'utf8'));
+  bytes.write(text, 0, 'utf8');
+  return { bytes, succeeded, audit };
 }
 
 /** A binary-frame batch slice as encoded result items, in memory of its own to transfer. */
@@ -79,6 +82,17 @@ function frameSlice(
   let succeeded = 0;
   for (const result of results) if (result.ok) succeeded++;
   return { bytes: encodeResultItems(results), succeeded, audit: summary?.facts() };
+}
+
+/** A slice's items: as posted, or read from the frame bytes they were packed in. */
+function sliceItems(message: Extract<ToWorker, { type: 'run' }>): readonly unknown[] {
+  const { packed, frame, items } = message;
+  if (packed && frame) {
+    const bytes = Buffer.from(packed.bytes.buffer, packed.bytes.byteOffset, packed.bytes.byteLength);
+    return decodeFrameItems(frame.operation, bytes, packed.count);
+  }
+  if (items && !packed) return items;
+  throw new Error('a slice came without its items');
 }
 
 function post(message: FromWorker, transfer: ArrayBuffer[] = []): void {
@@ -124,25 +138,30 @@ function receive(message: ToWorker): void {
         return;
       }
       const service = new ExecutionService({ current: snapshot }, limits);
+      let items: readonly unknown[];
       let outcomes: unknown[];
       try {
-        outcomes = (service[message.method] as (items: readonly unknown[]) => unknown[])(message.items);
+        items = sliceItems(message);
+        outcomes = (service[message.method] as (items: readonly unknown[]) => unknown[])(items);
       } catch {
         post({ type: 'failed', task: message.task, usage: usageSince() });
         return;
       }
       if (message.json) {
-        post({ type: 'done', task: message.task, json: jsonSlice(message.json, outcomes as ItemOutcome[], message.items), usage: usageSince() });
+        const json = jsonSlice(message.json, outcomes as ItemOutcome[], items);
+        post({ type: 'done', task: message.task, json, usage: usageSince() }, [json.bytes.buffer as ArrayBuffer]);
         return;
       }
       if (message.frame) {
-        const frame = frameSlice(message.frame, outcomes as ItemOutcome[], message.items);
+        const frame = frameSlice(message.frame, outcomes as ItemOutcome[], items);
         post({ type: 'done', task: message.task, frame, usage: usageSince() }, [frame.bytes.buffer as ArrayBuffer]);
       } else {
         post({ type: 'done', task: message.task, outcomes: outcomes.map(toWire), usage: usageSince() });
       }
-      // postMessage copied them: this thread's copies of decrypted bytes are wiped at once.
+      // postMessage copied them: this thread's copies of decrypted bytes are wiped at once, and so are
+      // the plaintexts of a packed encrypt slice.
       for (const outcome of outcomes) (outcome as { plaintext?: Buffer }).plaintext?.fill(0);
+      if (message.packed && message.frame?.operation === 'encrypt') message.packed.bytes.fill(0);
     }
   }
 }

@@ -46,12 +46,30 @@ export type ToWorker =
     readonly task: number;
     readonly generation: number;
     readonly method: BatchMethod;
-    readonly items: readonly unknown[];
+    /** The slice's items, copied by structured clone; or instead, for a binary-frame batch, `packed`. */
+    readonly items?: readonly unknown[];
+    /**
+     * A binary-frame batch's slice as the frame's own bytes of its items (one copy of one buffer, where
+     * posting the items copies every object): the worker reads them with decodeFrameItems.
+     */
+    readonly packed?: PackedItems;
     /** A JSON batch: answer with the slice's result objects as JSON text (and its audit facts when audited). */
     readonly json?: { readonly operation: BatchOperation; readonly audit: boolean };
     /** A binary-frame batch: answer with the slice's result items encoded (and its audit facts when audited). */
     readonly frame?: { readonly operation: BatchOperation; readonly audit: boolean };
   };
+
+/** A run of a binary frame's items, as bytes (http/codecs/binary-frame.ts). */
+export interface PackedItems {
+  readonly bytes: Uint8Array;
+  readonly count: number;
+}
+
+/** Where a binary-frame batch's items came from: the request body and each item's offset in it. */
+export interface FrameSource {
+  readonly body: Buffer;
+  readonly offsets: Uint32Array;
+}
 
 /** An item's failure, as data. */
 export interface WireFailure {
@@ -76,7 +94,7 @@ export type FromWorker =
     readonly task: number;
     /** Successes as the service returned them (plaintext bytes arrive as Uint8Array), failures as WireFailure. */
     readonly outcomes?: readonly unknown[];
-    /** For a JSON batch instead: the results as comma-separated JSON objects. */
+    /** For a JSON batch instead: the results as comma-separated JSON objects (transferred). */
     readonly json?: JsonSlice;
     /** For a binary-frame batch instead: the result items, encoded. */
     readonly frame?: FrameSlice;
@@ -85,9 +103,13 @@ export type FromWorker =
   /** The slice threw as a whole (the generation was missing, or a bug): the batch fails with INTERNAL. */
   | { readonly type: 'failed'; readonly task: number; readonly usage: readonly UsageDelta[] };
 
-/** A JSON batch slice's results, written by a worker. */
+/**
+ * A JSON batch slice's results, written by a worker: the result objects as comma-separated JSON, UTF-8
+ * encoded there into memory of its own (transferred, not copied; the main thread joins bytes, and
+ * neither encodes nor measures a long string).
+ */
 export interface JsonSlice {
-  readonly text: string;
+  readonly bytes: Uint8Array;
   readonly succeeded: number;
   readonly audit?: AuditFacts;
 }

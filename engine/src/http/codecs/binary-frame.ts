@@ -34,9 +34,16 @@ export const RefKind = { policyCode: 0x01, policyName: 0x02 } as const;
 export const ITEM_SUCCESS = 1000;
 export const ITEM_FAILURE = 2000;
 
-export type DecodedFrame =
+export type DecodedFrame = (
   | { readonly operation: 'encrypt'; readonly items: RawBytesItem[] }
-  | { readonly operation: 'decrypt' | 'rewrap'; readonly items: string[] };
+  | { readonly operation: 'decrypt' | 'rewrap'; readonly items: string[] }
+) & {
+  /**
+   * Where each item starts in the frame, and offsets[count] where the last ends: items i to j-1 are the
+   * bytes offsets[i] to offsets[j], which decodeFrameItems reads again (a crypto worker's slice).
+   */
+  readonly offsets: Uint32Array;
+};
 
 /** One result item: data on success, or the failure (its message and the status a single request would get). */
 export type FrameResult =
@@ -124,20 +131,39 @@ function* decodeSteps(buf: Buffer, expected: FrameOperation, maxItems: number): 
   if (count * (expected === 'encrypt' ? 11 : 4) > buf.length - REQUEST_HEADER_LENGTH) {
     throw errors.decode('binary frame item count exceeds the frame');
   }
-  if (expected !== 'encrypt') {
-    const items: string[] = [];
-    for (let i = 0; i < count; i++) {
-      if (i > 0 && i % DECODE_STEP_ITEMS === 0) yield;
-      items.push(r.bytes(r.u32(`item ${i} length`), `item ${i} data`).toString('latin1'));
-    }
-    finish(r);
-    return { operation: expected, items };
-  }
-  const items: RawBytesItem[] = [];
-  let lastRefBytes: Buffer = Buffer.alloc(0);
-  let lastRef = '';
+  const read = itemReader(expected);
+  const items: (RawBytesItem | string)[] = [];
+  const offsets = new Uint32Array(count + 1);
   for (let i = 0; i < count; i++) {
     if (i > 0 && i % DECODE_STEP_ITEMS === 0) yield;
+    offsets[i] = r.offset;
+    items.push(read(r, i));
+  }
+  offsets[count] = r.offset;
+  finish(r);
+  return { operation: expected, items, offsets } as DecodedFrame;
+}
+
+/**
+ * The items of a run of a decoded frame's items (the bytes from offsets[i] to offsets[j], copied), read
+ * again by the same rules: how a crypto worker gets its slice of a frame as one buffer instead of a copy
+ * of every item object.
+ */
+export function decodeFrameItems(operation: FrameOperation, bytes: Buffer, count: number): RawBytesItem[] | string[] {
+  const r = new Reader(bytes);
+  const read = itemReader(operation);
+  const items: (RawBytesItem | string)[] = [];
+  for (let i = 0; i < count; i++) items.push(read(r, i));
+  finish(r);
+  return items as RawBytesItem[] | string[];
+}
+
+/** Reads one item of a request frame: a ciphertext (decrypt, rewrap) or a policy reference and data (encrypt). */
+function itemReader(operation: FrameOperation): (r: Reader, i: number) => RawBytesItem | string {
+  if (operation !== 'encrypt') return (r, i) => r.bytes(r.u32(`item ${i} length`), `item ${i} data`).toString('latin1');
+  let lastRefBytes: Buffer = Buffer.alloc(0);
+  let lastRef = '';
+  return (r, i) => {
     const kind = r.u8(`item ${i} policy kind`);
     const version = r.u32(`item ${i} policy version`);
     const refBytes = r.bytes(r.u16(`item ${i} policy length`), `item ${i} policy`);
@@ -156,12 +182,8 @@ function* decodeSteps(buf: Buffer, expected: FrameOperation, maxItems: number): 
       throw errors.decode(`item ${i} has unknown policy kind ${kind}`);
     // Rule violations (such as a version with a policy code) fail that item in the core, not the frame.
     const policyVersion = version === 0 ? undefined : version;
-    items.push(
-      kind === RefKind.policyCode ? { data, policyCode: ref, policyVersion } : { data, policyName: ref, policyVersion },
-    );
-  }
-  finish(r);
-  return { operation: 'encrypt', items };
+    return kind === RefKind.policyCode ? { data, policyCode: ref, policyVersion } : { data, policyName: ref, policyVersion };
+  };
 }
 
 function finish(r: Reader): void {

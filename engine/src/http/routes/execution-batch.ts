@@ -4,7 +4,7 @@ import { Readable } from 'node:stream';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { errors } from '../../core/errors.js';
 import { ExecutionService, type ItemOutcome, type RawBytesItem } from '../../core/execution-service.js';
-import type { BatchMethod, FrameSlice, ItemsRunner, JsonSlice } from '../../workers/protocol.js';
+import type { BatchMethod, FrameSlice, FrameSource, ItemsRunner, JsonSlice } from '../../workers/protocol.js';
 import { BINARY_FRAME_TYPE, decodeRequestFrameInSteps, encodeResultItems, joinResponseFrame } from '../codecs/binary-frame.js';
 import { type BatchOperation, frameResults, originalData, resultObject } from '../batch-results.js';
 import { accepts, mediaType } from '../content-type.js';
@@ -93,13 +93,17 @@ export interface BatchRunner extends ItemsRunner {
     size: (item: unknown) => number,
     audit: boolean,
   ): Promise<JsonSlice[] | undefined>;
-  /** A binary-frame batch whose result items are encoded where they are made; undefined: use run(). */
+  /**
+   * A binary-frame batch whose result items are encoded where they are made; undefined: use run().
+   * `source`: the frame the items were decoded from, so a slice can travel as its bytes.
+   */
   runFrame?(
     operation: BatchOperation,
     method: BatchMethod,
     items: readonly unknown[],
     size: (item: unknown) => number,
     audit: boolean,
+    source?: FrameSource,
   ): Promise<FrameSlice[] | undefined>;
 }
 
@@ -107,6 +111,7 @@ export interface BatchRunner extends ItemsRunner {
 const FRAME_METHODS = { encrypt: 'encryptBytesMany', decrypt: 'decryptBytesMany', rewrap: 'rewrapCiphertexts' } as const;
 
 const itemSize = (item: unknown) => originalData(item)?.length ?? 0;
+const COMMA = Buffer.from(',');
 
 /** Runs a JSON batch and answers it; the audit summary gets every item's outcome either way. */
 export async function answerJsonBatch(
@@ -132,11 +137,18 @@ export async function answerJsonBatch(
   }
   const totalFailed = items.length - totalSuccess;
   // The same document jsonBatch answers, field for field; every slice holds at least one result.
-  const text =
-    `{"success":${totalFailed === 0},"transportMode":"json","results":[${slices.map((s) => s.text).join(',')}],` +
-    `"totalProcessed":${items.length},"totalSuccess":${totalSuccess},"totalFailed":${totalFailed},` +
-    `"totalProcessingTime":${elapsedMs(start)}}`;
-  return reply.type('application/json; charset=utf-8').send(text);
+  const parts: Uint8Array[] = [Buffer.from(`{"success":${totalFailed === 0},"transportMode":"json","results":[`)];
+  for (const slice of slices) {
+    if (parts.length > 1) parts.push(COMMA);
+    parts.push(slice.bytes);
+  }
+  parts.push(
+    Buffer.from(
+      `],"totalProcessed":${items.length},"totalSuccess":${totalSuccess},"totalFailed":${totalFailed},` +
+        `"totalProcessingTime":${elapsedMs(start)}}`,
+    ),
+  );
+  return reply.type('application/json; charset=utf-8').send(Buffer.concat(parts));
 }
 
 export function inThread(execution: ExecutionService): BatchRunner {
@@ -177,7 +189,7 @@ export async function frameBatch(
   const method = FRAME_METHODS[frame.operation];
   const size = frame.operation === 'encrypt' ? (item: unknown) => (item as RawBytesItem).data.length : (item: unknown) => (item as string).length;
   const summary = request.auditSummary;
-  const slices = await batches.runFrame?.(operation, method, frame.items, size, summary !== null);
+  const slices = await batches.runFrame?.(operation, method, frame.items, size, summary !== null, { body, offsets: frame.offsets });
   if (slices) {
     let totalSuccess = 0;
     for (const slice of slices) {
