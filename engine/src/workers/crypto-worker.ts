@@ -11,7 +11,7 @@ import { frameResults, resultObject } from '../http/batch-results.js';
 import type { KeyRecord, PolicyRecord } from '../core/records.js';
 import { RuntimeSnapshot } from '../core/runtime-snapshot.js';
 import { UsageCounters } from '../core/usage-counters.js';
-import type { FrameSlice, FromWorker, JsonSlice, ToWorker, UsageDelta, WorkerInit } from './protocol.js';
+import { type FrameSlice, type FromWorker, itemsOf, type JsonSlice, packSuccesses, type ToWorker, type UsageDelta, type WorkerInit } from './protocol.js';
 
 const port = parentPort;
 if (!port) throw new Error('crypto-worker.ts runs as a worker thread only');
@@ -84,14 +84,15 @@ function frameSlice(
   return { bytes: encodeResultItems(results), succeeded, audit: summary?.facts() };
 }
 
-/** A slice's items: as posted, or read from the frame bytes they were packed in. */
+/** A slice's items: as posted, rebuilt from their columns, or read from the frame bytes they were packed in. */
 function sliceItems(message: Extract<ToWorker, { type: 'run' }>): readonly unknown[] {
-  const { packed, frame, items } = message;
+  const { packed, shared, frame, items } = message;
   if (packed && frame) {
     const bytes = Buffer.from(packed.bytes.buffer, packed.bytes.byteOffset, packed.bytes.byteLength);
     return decodeFrameItems(frame.operation, bytes, packed.count);
   }
-  if (items && !packed) return items;
+  if (shared && !packed && !items) return itemsOf(shared);
+  if (items && !packed && !shared) return items;
   throw new Error('a slice came without its items');
 }
 
@@ -156,7 +157,8 @@ function receive(message: ToWorker): void {
         const frame = frameSlice(message.frame, outcomes as ItemOutcome[], items);
         post({ type: 'done', task: message.task, frame, usage: usageSince() }, [frame.bytes.buffer as ArrayBuffer]);
       } else {
-        post({ type: 'done', task: message.task, outcomes: outcomes.map(toWire), usage: usageSince() });
+        const successes = packSuccesses(outcomes);
+        post({ type: 'done', task: message.task, ...(successes ? { successes } : { outcomes: outcomes.map(toWire) }), usage: usageSince() });
       }
       // postMessage copied them: this thread's copies of decrypted bytes are wiped at once, and so are
       // the plaintexts of a packed encrypt slice.

@@ -2,7 +2,7 @@
 // crypto-worker.ts). Everything here crosses a thread boundary by structured clone: plain data only
 // (an EngineError travels as its catalogue code and message and is rebuilt on the other side).
 import type { AuditFacts } from '../core/audit.js';
-import type { ExecutionLimits } from '../core/execution-service.js';
+import type { ExecutionLimits, ItemSuccess } from '../core/execution-service.js';
 import type { BatchOperation } from '../http/batch-results.js';
 import type { RecordPart, SnapshotContent } from '../core/runtime-snapshot.js';
 
@@ -53,6 +53,8 @@ export type ToWorker =
      * posting the items copies every object): the worker reads them with decodeFrameItems.
      */
     readonly packed?: PackedItems;
+    /** Or items that differ only in their data, as columns (shareItems; the worker rebuilds them). */
+    readonly shared?: SharedItems;
     /** A JSON batch: answer with the slice's result objects as JSON text (and its audit facts when audited). */
     readonly json?: { readonly operation: BatchOperation; readonly audit: boolean };
     /** A binary-frame batch: answer with the slice's result items encoded (and its audit facts when audited). */
@@ -63,6 +65,83 @@ export type ToWorker =
 export interface PackedItems {
   readonly bytes: Uint8Array;
   readonly count: number;
+}
+
+/**
+ * Items that differ only in their data (the wire endpoint's *_many values, most JSON batches): their data
+ * and the fields they share, in the items' own key order. Two arrays of strings cost a fraction of what
+ * as many small objects cost to copy between threads (a 256-item slice: 7 against 28-43 µs to write,
+ * 11 against 67-74 µs to read).
+ */
+export interface SharedItems {
+  readonly data: readonly string[];
+  readonly keys: readonly string[];
+  readonly fields: Readonly<Record<string, string | number | boolean | null | undefined>>;
+}
+
+/** Successful outcomes with text data, as columns. */
+export interface Successes {
+  readonly policyCodes: readonly string[];
+  readonly data: readonly string[];
+}
+
+type Field = SharedItems['fields'][string];
+const isField = (value: unknown): value is Field => value === null || ['string', 'number', 'boolean', 'undefined'].includes(typeof value);
+
+/**
+ * The items as SharedItems when every one is a plain object with a string `data` and otherwise the same
+ * keys, in the same order, holding the same primitive values; undefined otherwise (they go as they are).
+ */
+export function shareItems(items: readonly unknown[]): SharedItems | undefined {
+  const first = items[0] as Record<string, unknown> | undefined;
+  if (typeof first !== 'object' || first === null) return undefined;
+  const keys = Object.keys(first);
+  const fields: Record<string, Field> = {};
+  for (const key of keys) {
+    const value = first[key];
+    if (key !== 'data' && !isField(value)) return undefined;
+    if (key !== 'data') fields[key] = value as Field;
+  }
+  const data = new Array<string>(items.length);
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i] as Record<string, unknown>;
+    if (typeof item !== 'object' || item === null || Object.getPrototypeOf(item) !== Object.prototype) return undefined;
+    if (typeof item.data !== 'string') return undefined;
+    let n = 0;
+    for (const key in item) {
+      if (key !== keys[n++] || (key !== 'data' && item[key] !== fields[key])) return undefined;
+    }
+    if (n !== keys.length) return undefined;
+    data[i] = item.data;
+  }
+  return { data, keys, fields };
+}
+
+/** The items SharedItems stands for, each a new object with the same keys in the same order. */
+export function itemsOf(shared: SharedItems): Record<string, Field>[] {
+  const { data, keys, fields } = shared;
+  return data.map((value) => {
+    const item: Record<string, Field> = {};
+    for (const key of keys) item[key] = key === 'data' ? value : fields[key];
+    return item;
+  });
+}
+
+/** The outcomes as Successes when every one is an ItemSuccess (text data); undefined otherwise. */
+export function packSuccesses(outcomes: readonly unknown[]): Successes | undefined {
+  const policyCodes = new Array<string>(outcomes.length);
+  const data = new Array<string>(outcomes.length);
+  for (let i = 0; i < outcomes.length; i++) {
+    const outcome = outcomes[i] as Partial<ItemSuccess>;
+    if (outcome.ok !== true || typeof outcome.data !== 'string' || typeof outcome.policyCode !== 'string') return undefined;
+    policyCodes[i] = outcome.policyCode;
+    data[i] = outcome.data;
+  }
+  return { policyCodes, data };
+}
+
+export function unpackSuccesses(successes: Successes): ItemSuccess[] {
+  return successes.data.map((data, i) => ({ ok: true, policyCode: successes.policyCodes[i] as string, data }));
 }
 
 /** Where a binary-frame batch's items came from: the request body and each item's offset in it. */
@@ -94,6 +173,8 @@ export type FromWorker =
     readonly task: number;
     /** Successes as the service returned them (plaintext bytes arrive as Uint8Array), failures as WireFailure. */
     readonly outcomes?: readonly unknown[];
+    /** Or, when every outcome succeeded with text, the outcomes as columns (packSuccesses). */
+    readonly successes?: Successes;
     /** For a JSON batch instead: the results as comma-separated JSON objects (transferred). */
     readonly json?: JsonSlice;
     /** For a binary-frame batch instead: the result items, encoded. */

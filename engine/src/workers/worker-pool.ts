@@ -18,16 +18,18 @@ import { recordParts, type RuntimeSnapshot, type SnapshotContent } from '../core
 import { nextSlice, sliceDue } from '../core/time-slices.js';
 import type { BatchOperation } from '../http/batch-results.js';
 import type { RawBytesItem } from '../core/execution-service.js';
-import type {
-  BatchMethod,
-  FrameSlice,
-  FrameSource,
-  FromWorker,
-  JsonSlice,
-  ToWorker,
-  UsageDelta,
-  WireFailure,
-  WorkerInit,
+import {
+  type BatchMethod,
+  type FrameSlice,
+  type FrameSource,
+  type FromWorker,
+  type JsonSlice,
+  shareItems,
+  type ToWorker,
+  unpackSuccesses,
+  type UsageDelta,
+  type WireFailure,
+  type WorkerInit,
 } from './protocol.js';
 
 type Done = Extract<FromWorker, { type: 'done' }>;
@@ -35,7 +37,7 @@ type Run = Extract<ToWorker, { type: 'run' }>;
 /** How a slice's results come back: as outcomes (neither), JSON text or frame items. */
 type Answer = Pick<Run, 'json' | 'frame'>;
 /** A slice's items as they are posted: the items themselves, or a binary frame's bytes of them. */
-type SliceItems = Pick<Run, 'items' | 'packed'>;
+type SliceItems = Pick<Run, 'items' | 'packed' | 'shared'>;
 
 /** Items per slice and plaintext bytes per slice: the same bounds the in-thread path uses. */
 export const SLICE_ITEMS = 256;
@@ -139,6 +141,7 @@ export class WorkerPool {
     }
     const out: unknown[] = [];
     for (const done of await this.#sliced(method, items, size, {})) {
+      if (done.successes) for (const outcome of unpackSuccesses(done.successes)) out.push(outcome);
       for (const outcome of done.outcomes ?? []) out.push(fromWire(outcome));
     }
     return out;
@@ -385,8 +388,8 @@ export class WorkerPool {
 /**
  * Items start to end-1 of a batch as a worker gets them. A binary frame's slice goes as the frame's own
  * bytes of those items, one buffer copied once (posting the decoded items copies every item object: a
- * third of the main thread's time under a frame load). Otherwise the items go as they are, encrypt
- * items of bytes compacted first.
+ * third of the main thread's time under a frame load). Otherwise items that differ only in their data
+ * go as columns (shareItems), encrypt items of bytes compacted, and any others as they are.
  */
 function sliceOf(items: readonly unknown[], start: number, end: number, method: BatchMethod, source?: FrameSource): SliceItems {
   if (source) {
@@ -399,7 +402,9 @@ function sliceOf(items: readonly unknown[], start: number, end: number, method: 
     return { packed: { bytes, count: end - start } };
   }
   const slice = items.slice(start, end);
-  return { items: method === 'encryptBytesMany' ? compact(slice) : slice };
+  if (method === 'encryptBytesMany') return { items: compact(slice) };
+  const shared = shareItems(slice);
+  return shared ? { shared } : { items: slice };
 }
 
 /**
