@@ -36,7 +36,7 @@ type Done = Extract<FromWorker, { type: 'done' }>;
 type Run = Extract<ToWorker, { type: 'run' }>;
 /** How a slice's results come back: as outcomes (neither), JSON text or frame items. */
 type Answer = Pick<Run, 'json' | 'frame'>;
-/** A slice's items as they are posted: the items themselves, or a binary frame's bytes of them. */
+/** A slice's items as they are posted: the items themselves, a binary frame's bytes of them, or columns. */
 type SliceItems = Pick<Run, 'items' | 'packed' | 'shared'>;
 
 /** Items per slice and plaintext bytes per slice: the same bounds the in-thread path uses. */
