@@ -46,7 +46,7 @@ export type ToWorker =
     readonly task: number;
     readonly generation: number;
     readonly method: BatchMethod;
-    /** The slice's items, copied by structured clone; or instead, for a binary-frame batch, `packed`. */
+    /** The slice's items, copied by structured clone; or instead `packed` (a binary frame's) or `shared`. */
     readonly items?: readonly unknown[];
     /**
      * A binary-frame batch's slice as the frame's own bytes of its items (one copy of one buffer, where
