@@ -70,7 +70,6 @@ export interface CommandContext {
 
 // ignoreBOM: a value may begin with U+FEFF, and it is data; the default decoder would drop it.
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
-const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const LINE_BREAKS = /[\r\n]/g;
 const DIGITS = /^[0-9]{1,10}$/;
 // Surrounding whitespace and one trailing semicolon are what psql and hand-typed queries add.
@@ -91,12 +90,11 @@ class ArgumentError extends Error {
 function text(prefix: string, raw: string, position: number): string {
   if (raw === '-') return '';
   const compact = raw.includes('\n') || raw.includes('\r') ? raw.replace(LINE_BREAKS, '') : raw;
-  // Canonical base64 only: a value must have exactly one spelling (no stray bits in the last group).
-  if (compact === '' || !BASE64.test(compact)) {
-    throw new ArgumentError(error(SQLSTATE.BAD_TEXT, `${prefix}: argument ${position} is not valid base64`));
-  }
+  // Canonical base64 only: a value must have exactly one spelling (no stray bits in the last group, no
+  // other alphabet, no missing padding). Node's decoder is lenient, so the value must be exactly what its
+  // bytes encode to; that test alone is exact, and cheaper than a pattern test before it.
   const bytes = Buffer.from(compact, 'base64');
-  if (bytes.toString('base64') !== compact) {
+  if (compact === '' || bytes.toString('base64') !== compact) {
     throw new ArgumentError(error(SQLSTATE.BAD_TEXT, `${prefix}: argument ${position} is not valid base64`));
   }
   try {
