@@ -199,75 +199,43 @@ async function measureAll({ bare, coreRoute, engine, allCores, oneCoreEngines })
   await streamEncrypt({ ...stream, totalBytes: settings.ndjsonBytes / 4 });
 
   log('warming up ...');
-  const json = 'application/json';
+  // The three loads, each a URL on a server and what is POSTed there.
+  const singleLoad = {
+    body: singleBody,
+    contentType: 'application/json',
+    connections: settings.singleConnections,
+    verifyBody: (body) => body.includes('"success":true'),
+  };
+  const jsonLoad = {
+    url: (server) => `${server.origin}/api/encrypt/batch`,
+    body: JSON.stringify({ items }),
+    contentType: 'application/json',
+    connections: settings.batchConnections,
+    verifyBody: (body) => body.includes('"totalFailed":0,'),
+  };
+  const frameLoad = {
+    url: (server) => `${server.origin}/api/encrypt/batch`,
+    body: frame,
+    contentType: 'application/x-svc-binary-frame',
+    connections: settings.batchConnections,
+    verifyBody: (body) => body.startsWith('SVCF'),
+  };
+  const batch = (server, load) => httpSampler(server, items.length, { ...load, url: load.url(server) });
   const figures = {
     [F.raw]: rawGcmSampler({ size: small, ms }),
     [F.core]: coreEncryptManySampler({ size: small, ms }),
     [F.rawLarge]: rawGcmSampler({ size: large, ms }),
     [F.coreLarge]: coreEncryptManySampler({ size: large, ms }),
-    [F.bare]: await httpSampler(bare, 1, {
-      url: `${bare.origin}/bare`,
-      body: singleBody,
-      contentType: json,
-      connections: settings.singleConnections,
-      verifyBody: (body) => body.includes('"success":true'),
-    }),
-    [F.single]: await httpSampler(engine, 1, {
-      url: `${engine.origin}/api/encrypt`,
-      body: singleBody,
-      contentType: json,
-      connections: settings.singleConnections,
-      verifyBody: (body) => body.includes('"success":true'),
-    }),
-    [F.coreRoute]: await httpSampler(coreRoute, 1, {
-      url: `${coreRoute.origin}/api/encrypt`,
-      body: singleBody,
-      contentType: json,
-      connections: settings.singleConnections,
-      verifyBody: (body) => body.includes('"success":true'),
-    }),
-    [F.json]: await httpSampler(engine, items.length, {
-      url: `${engine.origin}/api/encrypt/batch`,
-      body: JSON.stringify({ items }),
-      contentType: json,
-      connections: settings.batchConnections,
-      verifyBody: (body) => body.includes('"totalFailed":0,'),
-    }),
-    [F.jsonAll]: await httpSampler(allCores, items.length, {
-      url: `${allCores.origin}/api/encrypt/batch`,
-      body: JSON.stringify({ items }),
-      contentType: json,
-      connections: settings.batchConnections,
-      verifyBody: (body) => body.includes('"totalFailed":0,'),
-    }),
-    [F.jsonCeiling]: await parallelHttpSampler(oneCoreEngines, items.length, {
-      url: (server) => `${server.origin}/api/encrypt/batch`,
-      body: JSON.stringify({ items }),
-      contentType: json,
-      connections: settings.batchConnections,
-      verifyBody: (body) => body.includes('"totalFailed":0,'),
-    }),
-    [F.frame]: await httpSampler(engine, items.length, {
-      url: `${engine.origin}/api/encrypt/batch`,
-      body: frame,
-      contentType: 'application/x-svc-binary-frame',
-      connections: settings.batchConnections,
-      verifyBody: (body) => body.startsWith('SVCF'),
-    }),
-    [F.frameAll]: await httpSampler(allCores, items.length, {
-      url: `${allCores.origin}/api/encrypt/batch`,
-      body: frame,
-      contentType: 'application/x-svc-binary-frame',
-      connections: settings.batchConnections,
-      verifyBody: (body) => body.startsWith('SVCF'),
-    }),
-    [F.frameCeiling]: await parallelHttpSampler(oneCoreEngines, items.length, {
-      url: (server) => `${server.origin}/api/encrypt/batch`,
-      body: frame,
-      contentType: 'application/x-svc-binary-frame',
-      connections: settings.batchConnections,
-      verifyBody: (body) => body.startsWith('SVCF'),
-    }),
+    [F.bare]: await httpSampler(bare, 1, { ...singleLoad, url: `${bare.origin}/bare` }),
+    [F.single]: await httpSampler(engine, 1, { ...singleLoad, url: `${engine.origin}/api/encrypt` }),
+    [F.coreRoute]: await httpSampler(coreRoute, 1, { ...singleLoad, url: `${coreRoute.origin}/api/encrypt` }),
+    // Each batch figure beside the others of its kind, so that a round's drift hits them alike.
+    [F.json]: await batch(engine, jsonLoad),
+    [F.jsonAll]: await batch(allCores, jsonLoad),
+    [F.jsonCeiling]: await parallelHttpSampler(oneCoreEngines, items.length, jsonLoad),
+    [F.frame]: await batch(engine, frameLoad),
+    [F.frameAll]: await batch(allCores, frameLoad),
+    [F.frameCeiling]: await parallelHttpSampler(oneCoreEngines, items.length, frameLoad),
     [F.ndjson]: async () => {
       const before = cpuMicros(engine.pid);
       const run = await streamEncrypt({ ...stream, totalBytes: settings.ndjsonBytes });
