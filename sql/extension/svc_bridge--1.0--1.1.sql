@@ -1318,12 +1318,12 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_one(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_send(text, text)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_many(text, text, integer, integer)', target_schema);
-  py_prelude := replace($py$b = GD.get('svc_bridge:9d4349cc3711')
+  py_prelude := replace($py$b = GD.get('svc_bridge:527de2bf1b62')
 if b is None:
     import base64, types
     m = types.ModuleType('svc_bridge')
     exec(compile(base64.b64decode('@MODULE_B64@').decode('utf-8'), 'svc_bridge.py', 'exec'), m.__dict__)
-    b = GD['svc_bridge:9d4349cc3711'] = m.Bridge(plpy)
+    b = GD['svc_bridge:527de2bf1b62'] = m.Bridge(plpy)
 $py$, '@MODULE_B64@',
     translate(encode(convert_to($svc_python_module$# The PL/Python side of the database bridge: turns svc_encrypt / svc_decrypt calls into binary-frame
 # requests to the engine's batch endpoints (docs/binary-frame.md), or, with the server option wire_url, into
@@ -1937,7 +1937,7 @@ class Bridge:
             return None
 
     # ---- HTTP ---------------------------------------------------------------------------------------
-    # A minimal HTTP/1.1 client on the backend's socket: one request written in one sendall, the status line
+    # A minimal HTTP/1.1 client on the backend's socket: one request written at once, the status line
     # and headers read up to MAX_HEADER_BYTES, then exactly Content-Length body bytes. Only Content-Length,
     # Connection and Transfer-Encoding are looked at; the engine always answers with a length, so a chunked
     # or length-less answer is refused rather than read. https:// wraps the same socket in ssl (the default
@@ -1961,11 +1961,11 @@ class Bridge:
         key = (s.scheme, s.host, s.port)
         reused = self.socks[lane] is not None and self.sock_keys[lane] == key
         try:
-            sock = self.connection(s, lane, key, deadline)
-            # A reused socket still carries the previous call's timeout; every call gets its own deadline.
-            sock.settimeout(max(deadline - time.monotonic(), 0.001))
-            sock.sendall(request)
+            self.send_all(self.connection(s, lane, key, deadline), request, deadline)
             return [request, deadline, reused]
+        except Unavailable:
+            self.close()
+            self.timed_out(s)
         except OSError as e:
             if reused and not is_timeout(e):
                 # A reused connection that broke while idle: http_finish sends again on a new one.
@@ -1986,12 +1986,11 @@ class Bridge:
             try:
                 if reused is None:
                     reused = False
-                    self.connection(s, lane, (s.scheme, s.host, s.port), deadline).sendall(request)
+                    self.send_all(self.connection(s, lane, (s.scheme, s.host, s.port), deadline), request, deadline)
                 return self.read_response(s, lane, deadline)
             except Unavailable:
                 self.close()
-                self.fail(UNAVAILABLE, 'engine at %s did not answer within svc.timeout_ms (%d ms)' % (s.url, s.timeout_ms),
-                          hint=ENGINE_CHECK_HINT)
+                self.timed_out(s)
             except OSError as e:
                 if reused and attempt == 0 and not is_timeout(e) and time.monotonic() < deadline:
                     self.close(lane)
@@ -2008,7 +2007,7 @@ class Bridge:
     def http_failed(self, s, error):
         self.close()
         if is_timeout(error):
-            self.fail(UNAVAILABLE, 'engine at %s did not answer within svc.timeout_ms (%d ms)' % (s.url, s.timeout_ms), hint=ENGINE_CHECK_HINT)
+            self.timed_out(s)
         self.fail(UNAVAILABLE, 'engine at %s is unreachable: %s' % (s.url, describe(error)), hint=ENGINE_CHECK_HINT)
 
     def read_response(self, s, lane, deadline):
@@ -2069,19 +2068,43 @@ class Bridge:
             self.close(lane)
         return status, body
 
+    def timed_out(self, s):
+        self.fail(UNAVAILABLE, 'engine at %s did not answer within svc.timeout_ms (%d ms)' % (s.url, s.timeout_ms), hint=ENGINE_CHECK_HINT)
+
+    # The socket is non-blocking once open: a call is one send, one wait and one receive, where a socket with a
+    # timeout would add a poll before each and a change of timeout per call.
+
+    def send_all(self, sock, data, deadline):
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[sock.send(view):]
+            except (BlockingIOError, ssl.SSLWantWriteError):
+                self.wait_for(sock, deadline, True)
+            except ssl.SSLWantReadError:
+                self.wait_for(sock, deadline, False)
+
     def receive(self, sock, deadline, size):
-        self.wait_readable(sock, deadline)
-        data = sock.recv(size)
-        if not data:
-            raise ConnectionResetError('the engine closed the connection')
-        return data
+        return self.read(sock, deadline, sock.recv, size)
 
     def receive_into(self, sock, deadline, view):
+        return self.read(sock, deadline, sock.recv_into, view)
+
+    def read(self, sock, deadline, call, arg):
+        """call(arg) once the socket has something to read: the bytes (or their count) it read."""
         self.wait_readable(sock, deadline)
-        n = sock.recv_into(view)
-        if not n:
-            raise ConnectionResetError('the engine closed the connection')
-        return n
+        while True:
+            try:
+                got = call(arg)
+            except (BlockingIOError, ssl.SSLWantReadError):
+                self.wait_for(sock, deadline, False)
+                continue
+            except ssl.SSLWantWriteError:
+                self.wait_for(sock, deadline, True)
+                continue
+            if not got:
+                raise ConnectionResetError('the engine closed the connection')
+            return got
 
     def connection(self, s, lane, key, deadline):
         if self.socks[lane] is not None and self.sock_keys[lane] == key:
@@ -2095,6 +2118,7 @@ class Bridge:
                 if self.tls is None:
                     self.tls = ssl.create_default_context()
                 sock = self.tls.wrap_socket(sock, server_hostname=s.host)
+            sock.setblocking(False)
         except BaseException:
             sock.close()
             raise
