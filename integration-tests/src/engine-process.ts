@@ -37,6 +37,8 @@ export interface RunningEngine {
   output(): string;
   /** Sends a signal to the process (e.g. SIGUSR2 under SVC_TEST_HOOKS ends a crypto worker). */
   signal(signal: NodeJS.Signals): void;
+  /** The running process's id (its crypto workers are threads of it). */
+  pid(): number;
   /** Stops the process (SIGTERM, then SIGKILL after 5 s). Idempotent. */
   stop(): Promise<void>;
   /** Stops and starts again on the same port and data directory. */
@@ -89,6 +91,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<RunningE
     dataDir,
     output: proc.output,
     signal: proc.signal,
+    pid: proc.pid,
     stop,
     restart: async () => {
       await stop();

@@ -1,7 +1,7 @@
 // One Node.js entry point of this repository as a real child process: started, watched until its
 // health URL answers 2xx, signalled and awaited. The engine and reference-hub helpers build on it.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { REPO_ROOT } from './postgres-harness.js';
 
 export interface NodeProcessOptions {
@@ -25,6 +25,17 @@ export interface NodeProcess {
   kill(signal: 'SIGTERM' | 'SIGKILL', forceAfterMs?: number): Promise<void>;
   /** Sends a signal to the running process without waiting for anything. */
   signal(signal: NodeJS.Signals): void;
+  /** The running process's id. */
+  pid(): number;
+}
+
+/** CPU time (user + system, all threads) a process has used so far, in microseconds, from /proc/<pid>/stat (Linux). */
+export function cpuMicros(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name, which is in parentheses and may contain spaces; utime and stime are
+  // fields 14 and 15 of stat(5), in clock ticks (USER_HZ, 100 on Linux).
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
 }
 
 export function nodeProcess(options: NodeProcessOptions): NodeProcess {
@@ -76,5 +87,10 @@ export function nodeProcess(options: NodeProcessOptions): NodeProcess {
     child.kill(name);
   };
 
-  return { output: () => output, start, kill, signal };
+  const pid = (): number => {
+    if (child?.pid === undefined) throw new Error(`the ${options.name} is not running`);
+    return child.pid;
+  };
+
+  return { output: () => output, start, kill, signal, pid };
 }
