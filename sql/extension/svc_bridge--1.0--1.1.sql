@@ -3055,6 +3055,7 @@ DECLARE
   key_col name := key_column;
   key_type text;
   read_sql text;
+  take integer;
   write_sql text;
   keys text[];
   vals text[];
@@ -3100,8 +3101,11 @@ BEGIN
     UPDATE %1$s t SET %2$I = u.new
       FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS u(k, old, new)
      WHERE t.%3$I = u.k::%4$s AND t.%2$I::text = u.old$q$, tbl, col, key_col, key_type);
+  -- The first chunk is small and each next one twice the last, up to chunk_rows: the engine's first answer
+  -- comes back while the next chunk is read, rather than after a full chunk the procedure waits for idle.
+  take := least(chunk_rows, 1000);
   BEGIN
-    EXECUTE read_sql INTO keys, vals USING NULL::text, chunk_rows;
+    EXECUTE read_sql INTO keys, vals USING NULL::text, take;
     IF keys IS NOT NULL THEN
       PERFORM @SCHEMA@.svc_array_send('encrypt', vals, policy_code);
     END IF;
@@ -3119,7 +3123,8 @@ BEGIN
   END;
   WHILE keys IS NOT NULL LOOP
     BEGIN
-      EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], chunk_rows;
+      take := least(chunk_rows, take * 2);
+      EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], take;
       IF next_keys IS NOT NULL THEN
         PERFORM @SCHEMA@.svc_array_send('encrypt', next_vals, policy_code);
       END IF;
@@ -3161,6 +3166,7 @@ DECLARE
   key_col name := key_column;
   key_type text;
   read_sql text;
+  take integer;
   write_sql text;
   keys text[];
   vals text[];
@@ -3206,8 +3212,11 @@ BEGIN
     UPDATE %1$s t SET %2$I = u.new
       FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS u(k, old, new)
      WHERE t.%3$I = u.k::%4$s AND t.%2$I::text = u.old$q$, tbl, col, key_col, key_type);
+  -- The first chunk is small and each next one twice the last, up to chunk_rows: the engine's first answer
+  -- comes back while the next chunk is read, rather than after a full chunk the procedure waits for idle.
+  take := least(chunk_rows, 1000);
   BEGIN
-    EXECUTE read_sql INTO keys, vals USING NULL::text, chunk_rows;
+    EXECUTE read_sql INTO keys, vals USING NULL::text, take;
     IF keys IS NOT NULL THEN
       PERFORM @SCHEMA@.svc_array_send('decrypt', vals, NULL);
     END IF;
@@ -3225,7 +3234,8 @@ BEGIN
   END;
   WHILE keys IS NOT NULL LOOP
     BEGIN
-      EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], chunk_rows;
+      take := least(chunk_rows, take * 2);
+      EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], take;
       IF next_keys IS NOT NULL THEN
         PERFORM @SCHEMA@.svc_array_send('decrypt', next_vals, NULL);
       END IF;
@@ -3312,6 +3322,7 @@ DECLARE
   newest jsonb := '{}';
   counted record;
   read_sql text;
+  take integer;
   write_sql text;
   keys text[];
   vals text[];
@@ -3365,8 +3376,11 @@ BEGIN
     UPDATE %1$s t SET %2$I = u.new
       FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS u(k, old, new)
      WHERE t.%3$I = u.k::%4$s AND t.%2$I::text = u.old AND u.new IS DISTINCT FROM u.old$q$, tbl, col, key_col, key_type);
+  -- The first chunk is small and each next one twice the last, up to chunk_rows: the engine's first answer
+  -- comes back while the next chunk is read, rather than after a full chunk the procedure waits for idle.
+  take := least(chunk_rows, 1000);
   BEGIN
-    EXECUTE read_sql INTO keys, vals USING NULL::text, chunk_rows, newest;
+    EXECUTE read_sql INTO keys, vals USING NULL::text, take, newest;
     IF keys IS NOT NULL THEN
       PERFORM @SCHEMA@.svc_array_send('rewrap', vals, NULL);
     END IF;
@@ -3384,7 +3398,8 @@ BEGIN
   END;
   WHILE keys IS NOT NULL LOOP
     BEGIN
-      EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], chunk_rows, newest;
+      take := least(chunk_rows, take * 2);
+      EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], take, newest;
       IF next_keys IS NOT NULL THEN
         PERFORM @SCHEMA@.svc_array_send('rewrap', next_vals, NULL);
       END IF;

@@ -48,6 +48,7 @@ DECLARE
   newest jsonb := '{}';
   counted record;
   read_sql text;
+  take integer;
   write_sql text;
   keys text[];
   vals text[];
@@ -101,8 +102,11 @@ BEGIN
     UPDATE %1$s t SET %2$I = u.new
       FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS u(k, old, new)
      WHERE t.%3$I = u.k::%4$s AND t.%2$I::text = u.old AND u.new IS DISTINCT FROM u.old$q$, tbl, col, key_col, key_type);
+  -- The first chunk is small and each next one twice the last, up to chunk_rows: the engine's first answer
+  -- comes back while the next chunk is read, rather than after a full chunk the procedure waits for idle.
+  take := least(chunk_rows, 1000);
   BEGIN
-    EXECUTE read_sql INTO keys, vals USING NULL::text, chunk_rows, newest;
+    EXECUTE read_sql INTO keys, vals USING NULL::text, take, newest;
     IF keys IS NOT NULL THEN
       PERFORM @SCHEMA@.svc_array_send('rewrap', vals, NULL);
     END IF;
@@ -120,7 +124,8 @@ BEGIN
   END;
   WHILE keys IS NOT NULL LOOP
     BEGIN
-      EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], chunk_rows, newest;
+      take := least(chunk_rows, take * 2);
+      EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], take, newest;
       IF next_keys IS NOT NULL THEN
         PERFORM @SCHEMA@.svc_array_send('rewrap', next_vals, NULL);
       END IF;

@@ -329,13 +329,17 @@ function walkChecks(name: string): string {
   END IF;`;
 }
 
+/** Rows in a column walk's first chunk (then twice as many each chunk, up to chunk_rows). */
+const FIRST_CHUNK_ROWS = 1000;
+
 /**
  * The pipeline every column walk runs (in a body that ran walkChecks and declares WALK_VARIABLES): chunk
  * k+1 is read, without locks, and sent ahead to the engine (svc_array_send) before the results of chunk k
  * are collected, written and committed, so the engine works on one chunk while this backend writes the
- * other. The results are written back only where the value is still the one read: a row another session
- * changed since keeps what that session wrote (and is counted in `skipped`), never overwritten with the
- * old value's result. `filter`: what a value must match to be read ($3 on is `readArgs`); `onlyChanged`:
+ * other; the first chunks are small, so the backend is not idle while the engine does a whole first chunk.
+ * The results are written back only where the value is still the one read: a row another session changed
+ * since keeps what that session wrote (and is counted in `skipped`), never overwritten with the old
+ * value's result. `filter`: what a value must match to be read ($3 on is `readArgs`); `onlyChanged`:
  * write only results that differ from the value (rewrap); `afterWrite`: statements run with the chunk's
  * keys, vals and results, before the commit; `progress`: the notice after each chunk.
  */
@@ -350,7 +354,7 @@ function walkPipeline(w: {
   progress: string;
 }): string {
   const send = (vals: string) => `PERFORM @SCHEMA@.svc_array_send('${w.op}', ${vals}, ${w.policy});`;
-  const readArgs = `chunk_rows${w.readArgs ?? ''}`;
+  const readArgs = `take${w.readArgs ?? ''}`;
   return `  read_sql := format(${dollarQuote(
     `
     SELECT pg_catalog.array_agg(k::text ORDER BY k), pg_catalog.array_agg(v ORDER BY k) FROM (
@@ -366,6 +370,9 @@ function walkPipeline(w: {
      WHERE t.%3$I = u.k::%4$s AND t.%2$I::text = u.old${w.onlyChanged ? ' AND u.new IS DISTINCT FROM u.old' : ''}`,
     'q',
   )}, tbl, col, key_col, key_type);
+  -- The first chunk is small and each next one twice the last, up to chunk_rows: the engine's first answer
+  -- comes back while the next chunk is read, rather than after a full chunk the procedure waits for idle.
+  take := least(chunk_rows, ${FIRST_CHUNK_ROWS});
   BEGIN
     EXECUTE read_sql INTO keys, vals USING NULL::text, ${readArgs};
     IF keys IS NOT NULL THEN
@@ -376,6 +383,7 @@ ${raiseAgain('    ')}
   END;
   WHILE keys IS NOT NULL LOOP
     BEGIN
+      take := least(chunk_rows, take * 2);
       EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], ${readArgs};
       IF next_keys IS NOT NULL THEN
         ${send('next_vals')}
@@ -407,6 +415,7 @@ ${raiseAgain('      ')}
 
 /** The variables of walkPipeline. */
 const WALK_VARIABLES = `read_sql text;
+  take integer;
   write_sql text;
   keys text[];
   vals text[];
