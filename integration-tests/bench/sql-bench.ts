@@ -7,6 +7,8 @@
 //   - pgcrypto's encrypt_iv per row over the same rows as the in-database reference;
 //   - the PL/Python bridge a second time, over the engine's wire endpoint (option wire_url, psycopg2), on a
 //     database of its own, its per-row figure in turn with the same floor.
+//   - the dblink bridge a second time with svc.dblink_wait = 'block' (waiting on the socket), on a database
+//     of its own.
 // Single-session figures and their floors are measured in turn, round by round, so a burst of other load
 // on a shared machine hits both alike; each timed run follows an untimed run of the same statement, so
 // neither is timed while idle cores wake. Beside each bridge figure it prints the CPU time its PostgreSQL
@@ -247,6 +249,18 @@ async function bridgeFigures(url: string, engine: number, prefix: string, label:
   return figures;
 }
 
+/** The dblink floor in the database at `url`: a dblink round trip per row to PostgreSQL itself (SELECT <id>, loopback). */
+function dblinkFloor(url: string, name: string): Floor {
+  const self = new URL(url);
+  const conninfo = `host=${self.hostname} port=${self.port || 5432} dbname=${self.pathname.slice(1)} user=${decodeURIComponent(self.username)}` +
+    (self.password ? ` password=${decodeURIComponent(self.password)}` : '');
+  return {
+    name,
+    prepare: (c) => c.query("SELECT dblink_connect('floor', $1)", [conninfo]),
+    statement: (where) => `SELECT count((SELECT t.x FROM dblink('floor', 'SELECT ' || id) AS t(x int))) FROM src WHERE ${where}`,
+  };
+}
+
 async function main(): Promise<void> {
   const postgres = await startPostgres();
   const pgPort = await freePort();
@@ -297,17 +311,18 @@ async function main(): Promise<void> {
 
     const dblinkUrl = await bridgeDatabase(postgres.adminUrl, 'svc_bench_dblink', { 'svc.bridge': 'dblink' },
       (u) => setDblinkServer(u, { port: pgPort, password: BENCH_PG_PASSWORD }));
-    const self = new URL(dblinkUrl);
-    // The dblink floor: a dblink round trip per row to PostgreSQL itself (SELECT <id> on a loopback connection).
-    const dblinkFloor: Floor = {
-      name: 'floor: dblink round trip to PostgreSQL per row',
-      prepare: (c) => c.query("SELECT dblink_connect('floor', $1)", [
-        `host=${self.hostname} port=${self.port || 5432} dbname=svc_bench_dblink user=${decodeURIComponent(self.username)}` +
-          (self.password ? ` password=${decodeURIComponent(self.password)}` : ''),
-      ]),
-      statement: (where) => `SELECT count((SELECT t.x FROM dblink('floor', 'SELECT ' || id) AS t(x int))) FROM src WHERE ${where}`,
-    };
-    for (const [key, figure] of await bridgeFigures(dblinkUrl, enginePid, 'db', 'dblink', dblinkFloor)) figures.set(key, figure);
+    for (const [key, figure] of await bridgeFigures(dblinkUrl, enginePid, 'db', 'dblink', dblinkFloor(dblinkUrl, 'floor: dblink round trip to PostgreSQL per row'))) {
+      figures.set(key, figure);
+    }
+    // The same bridge waiting on the socket (svc.dblink_wait = 'block', docs/sql.md §2), in a database of its own.
+    const blockingUrl = await bridgeDatabase(postgres.adminUrl, 'svc_bench_dblink_block', { 'svc.bridge': 'dblink' }, async (u) => {
+      await setDblinkServer(u, { port: pgPort, password: BENCH_PG_PASSWORD });
+      await withClient(u, (c) => c.query("ALTER DATABASE svc_bench_dblink_block SET svc.dblink_wait = 'block'"));
+    });
+    const blockingFloor = dblinkFloor(blockingUrl, 'floor: dblink round trip to PostgreSQL (blocking database)');
+    for (const [key, figure] of await bridgeFigures(blockingUrl, enginePid, 'dbb', "dblink, svc.dblink_wait = 'block'", blockingFloor)) {
+      figures.set(key, figure);
+    }
   } finally {
     echo.close();
     await engine.dispose();
@@ -356,6 +371,11 @@ async function main(): Promise<void> {
   ratio(`dblink per row, ${SESSIONS} sessions / 1 session`, 'db.row8', 'db.row', 3, true);
   ratio('dblink array form / engine binary-frame batch', 'db.array', 'engine', 0.8, true);
   ratio('dblink bulk procedure / engine binary-frame batch', 'db.bulk', 'engine', 0.6, true);
+  ratio("dblink, svc.dblink_wait = 'block': per row / its floor", 'dbb.row', 'dbb.floor', 0.6);
+  ratio("dblink, svc.dblink_wait = 'block': per row, 8 sessions / 1", 'dbb.row8', 'dbb.row', 3, true);
+  ratio("dblink, svc.dblink_wait = 'block': 8 sessions / poll's 8", 'dbb.row8', 'db.row8');
+  ratio("dblink, svc.dblink_wait = 'block': array form / engine batch", 'dbb.array', 'engine', 0.8, true);
+  ratio("dblink, svc.dblink_wait = 'block': bulk / engine batch", 'dbb.bulk', 'engine', 0.6, true);
   console.log(`(the floors' own ${SESSIONS}-session scaling, for comparison: PL/Python ` +
     `${(rate(figures.get('py.floor8') as Figure) / rate(figures.get('py.floor') as Figure)).toFixed(2)}x on ${cores} cores)`);
 }

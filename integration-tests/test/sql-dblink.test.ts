@@ -387,6 +387,39 @@ describe('failures', () => {
     }
   });
 
+  it("with svc.dblink_wait = 'block' waits on the socket: the same answers; a cancel or statement_timeout ends the wait, svc.timeout_ms does not", async () => {
+    await asApp(async (c) => {
+      const invalid = await sqlFailure(c.query("SET svc.dblink_wait = 'sometimes'; SELECT svc_encrypt('x', 'PII_EMAIL')"));
+      expect(invalid.code).toBe('SV003');
+      expect(invalid.message).toBe('svc.dblink_wait must be poll or block, got "sometimes"');
+      await c.query("SET svc.dblink_wait = 'block'; SET svc.batch_size = '2'");
+      const values = ['b1', null, 'b2', 'b3', '', 'b4', 'b5'];
+      expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1::text[], $2)) AS v', [values, POLICIES.random])).rows[0]?.v).toEqual(values);
+      expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', ['one', POLICIES.random])).rows[0]?.v).toBe('one');
+    });
+    // Every answer of the engine arrives 1.2 s late.
+    const proxy = await startStallingProxy(engine.pgPort as number, 1200);
+    await asAdmin((c) => c.query(`ALTER SERVER svc_engine OPTIONS (SET port '${proxy.port}')`));
+    try {
+      await asApp(async (c) => {
+        await c.query("SET svc.dblink_wait = 'block'; SET svc.timeout_ms = '500'");
+        // Polling (the default), svc.timeout_ms would end this call after 0.5 s.
+        expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', ['late', POLICIES.random])).rows[0]?.v).toBe('late');
+        await c.query("SET statement_timeout = '300ms'");
+        const started = performance.now();
+        const cancelled = await sqlFailure(c.query("SELECT svc_encrypt('v', 'PII_EMAIL')"));
+        expect(cancelled.code).toBe('57014');
+        expect(performance.now() - started).toBeLessThan(1100);
+        await c.query("RESET statement_timeout; RESET svc.dblink_wait; SET svc.timeout_ms = '5000'");
+        // The connection the cancel left is not reused half-read: the next call (polling again) gets its own answer.
+        expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', ['after', POLICIES.random])).rows[0]?.v).toBe('after');
+      });
+    } finally {
+      await asAdmin((c) => c.query(`ALTER SERVER svc_engine OPTIONS (SET port '${engine.pgPort}')`));
+      await proxy.close();
+    }
+  });
+
   it('sends an array over one connection when the engine refuses a second', async () => {
     const pgPort = await freePort();
     const small = await startEngine({

@@ -192,6 +192,7 @@ DECLARE
   timeout_ms integer;
   started timestamptz;
   spin_until timestamptz;
+  blocking boolean;
 BEGIN
   IF pg_catalog.array_ndims(data) IS NULL THEN RETURN data; END IF;
   IF pg_catalog.array_ndims(data) > 1 THEN
@@ -208,6 +209,11 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  setting := pg_catalog.current_setting('svc.dblink_wait', true);
+  blocking := CASE WHEN setting IS NULL OR setting IN ('', 'poll') THEN false WHEN setting = 'block' THEN true END;
+  IF blocking IS NULL THEN
+    RAISE EXCEPTION 'svc.dblink_wait must be poll or block, got "%"', setting USING ERRCODE = 'SV003';
   END IF;
   LOOP
     BEGIN
@@ -250,22 +256,24 @@ BEGIN
         -- The answer to the oldest chunk in flight, if any.
         slot := CASE WHEN sent_lo[2] IS NULL OR sent_lo[1] < sent_lo[2] THEN 1 ELSE 2 END;
         EXIT WHEN sent_lo[slot] IS NULL;
-        started := pg_catalog.clock_timestamp();
-        spin_until := started + interval '0.5 milliseconds';
-        WHILE @D@.dblink_is_busy(conns[slot]) = 1 LOOP
-          IF pg_catalog.clock_timestamp() > spin_until THEN
-            IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
-              RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
-                USING ERRCODE = 'SV002';
+        IF NOT blocking THEN
+          started := pg_catalog.clock_timestamp();
+          spin_until := started + interval '0.5 milliseconds';
+          WHILE @D@.dblink_is_busy(conns[slot]) = 1 LOOP
+            IF pg_catalog.clock_timestamp() > spin_until THEN
+              IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+                RAISE EXCEPTION '%: engine at foreign server svc_engine did not answer within svc.timeout_ms (% ms)', op, timeout_ms
+                  USING ERRCODE = 'SV002';
+              END IF;
+              PERFORM pg_catalog.pg_sleep(0.001);
+              -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+              -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+              FOR poll IN 1..16 LOOP
+                EXIT WHEN @D@.dblink_is_busy(conns[slot]) = 0;
+              END LOOP;
             END IF;
-            PERFORM pg_catalog.pg_sleep(0.001);
-            -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
-            -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
-            FOR poll IN 1..16 LOOP
-              EXIT WHEN @D@.dblink_is_busy(conns[slot]) = 0;
-            END LOOP;
-          END IF;
-        END LOOP;
+          END LOOP;
+        END IF;
         SELECT pg_catalog.array_agg(t.data ORDER BY t.i) INTO res
         FROM ROWS FROM (@D@.dblink_get_result(conns[slot]) AS (i integer, data text), @D@.dblink_get_result(conns[slot]) AS (end_of_answer text)) AS t;
         IF coalesce(pg_catalog.cardinality(res), 0) <> sent_hi[slot] - sent_lo[slot] + 1 THEN
@@ -356,6 +364,7 @@ DECLARE
   timeout_ms integer;
   started timestamptz;
   spin_until timestamptz;
+  blocking boolean;
   timed_out boolean := false;
 BEGIN
   command := 'svc_encrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(policy_code, 'UTF8'), 'base64'), ''), '-') || ' ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
@@ -364,6 +373,11 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  setting := pg_catalog.current_setting('svc.dblink_wait', true);
+  blocking := CASE WHEN setting IS NULL OR setting IN ('', 'poll') THEN false WHEN setting = 'block' THEN true END;
+  IF blocking IS NULL THEN
+    RAISE EXCEPTION 'svc.dblink_wait must be poll or block, got "%"', setting USING ERRCODE = 'SV003';
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -374,24 +388,26 @@ BEGIN
         -- The connection broke while idle: handled as a broken connection below (one new connection).
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
-      started := pg_catalog.clock_timestamp();
-      spin_until := started + interval '0.5 milliseconds';
-      WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
-        IF pg_catalog.clock_timestamp() > spin_until THEN
-          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
-            -- The answer may still come; closing the connection makes sure it is never read as another's.
-            PERFORM @D@.dblink_disconnect('svc_engine');
-            timed_out := true;
-            EXIT;
+      IF NOT blocking THEN
+        started := pg_catalog.clock_timestamp();
+        spin_until := started + interval '0.5 milliseconds';
+        WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
+          IF pg_catalog.clock_timestamp() > spin_until THEN
+            IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+              -- The answer may still come; closing the connection makes sure it is never read as another's.
+              PERFORM @D@.dblink_disconnect('svc_engine');
+              timed_out := true;
+              EXIT;
+            END IF;
+            PERFORM pg_catalog.pg_sleep(0.001);
+            -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+            -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+            FOR poll IN 1..16 LOOP
+              EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+            END LOOP;
           END IF;
-          PERFORM pg_catalog.pg_sleep(0.001);
-          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
-          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
-          FOR poll IN 1..16 LOOP
-            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
-          END LOOP;
-        END IF;
-      END LOOP;
+        END LOOP;
+      END IF;
       EXIT WHEN timed_out;
       -- The second function returns no row: it takes the end of the answer, so the connection is free again.
       SELECT t.data INTO result
@@ -441,6 +457,7 @@ DECLARE
   timeout_ms integer;
   started timestamptz;
   spin_until timestamptz;
+  blocking boolean;
   timed_out boolean := false;
 BEGIN
   IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
@@ -452,6 +469,11 @@ BEGIN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
   END IF;
+  setting := pg_catalog.current_setting('svc.dblink_wait', true);
+  blocking := CASE WHEN setting IS NULL OR setting IN ('', 'poll') THEN false WHEN setting = 'block' THEN true END;
+  IF blocking IS NULL THEN
+    RAISE EXCEPTION 'svc.dblink_wait must be poll or block, got "%"', setting USING ERRCODE = 'SV003';
+  END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
       PERFORM @S@.svc__dblink_connect(op);
@@ -461,24 +483,26 @@ BEGIN
         -- The connection broke while idle: handled as a broken connection below (one new connection).
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
-      started := pg_catalog.clock_timestamp();
-      spin_until := started + interval '0.5 milliseconds';
-      WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
-        IF pg_catalog.clock_timestamp() > spin_until THEN
-          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
-            -- The answer may still come; closing the connection makes sure it is never read as another's.
-            PERFORM @D@.dblink_disconnect('svc_engine');
-            timed_out := true;
-            EXIT;
+      IF NOT blocking THEN
+        started := pg_catalog.clock_timestamp();
+        spin_until := started + interval '0.5 milliseconds';
+        WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
+          IF pg_catalog.clock_timestamp() > spin_until THEN
+            IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+              -- The answer may still come; closing the connection makes sure it is never read as another's.
+              PERFORM @D@.dblink_disconnect('svc_engine');
+              timed_out := true;
+              EXIT;
+            END IF;
+            PERFORM pg_catalog.pg_sleep(0.001);
+            -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+            -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+            FOR poll IN 1..16 LOOP
+              EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+            END LOOP;
           END IF;
-          PERFORM pg_catalog.pg_sleep(0.001);
-          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
-          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
-          FOR poll IN 1..16 LOOP
-            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
-          END LOOP;
-        END IF;
-      END LOOP;
+        END LOOP;
+      END IF;
       EXIT WHEN timed_out;
       -- The second function returns no row: it takes the end of the answer, so the connection is free again.
       SELECT t.data INTO result
@@ -528,6 +552,7 @@ DECLARE
   timeout_ms integer;
   started timestamptz;
   spin_until timestamptz;
+  blocking boolean;
   timed_out boolean := false;
 BEGIN
   IF data IS NULL OR policy_name IS NULL THEN RETURN NULL; END IF;
@@ -539,6 +564,11 @@ BEGIN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
   END IF;
+  setting := pg_catalog.current_setting('svc.dblink_wait', true);
+  blocking := CASE WHEN setting IS NULL OR setting IN ('', 'poll') THEN false WHEN setting = 'block' THEN true END;
+  IF blocking IS NULL THEN
+    RAISE EXCEPTION 'svc.dblink_wait must be poll or block, got "%"', setting USING ERRCODE = 'SV003';
+  END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
       PERFORM @S@.svc__dblink_connect(op);
@@ -548,24 +578,26 @@ BEGIN
         -- The connection broke while idle: handled as a broken connection below (one new connection).
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
-      started := pg_catalog.clock_timestamp();
-      spin_until := started + interval '0.5 milliseconds';
-      WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
-        IF pg_catalog.clock_timestamp() > spin_until THEN
-          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
-            -- The answer may still come; closing the connection makes sure it is never read as another's.
-            PERFORM @D@.dblink_disconnect('svc_engine');
-            timed_out := true;
-            EXIT;
+      IF NOT blocking THEN
+        started := pg_catalog.clock_timestamp();
+        spin_until := started + interval '0.5 milliseconds';
+        WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
+          IF pg_catalog.clock_timestamp() > spin_until THEN
+            IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+              -- The answer may still come; closing the connection makes sure it is never read as another's.
+              PERFORM @D@.dblink_disconnect('svc_engine');
+              timed_out := true;
+              EXIT;
+            END IF;
+            PERFORM pg_catalog.pg_sleep(0.001);
+            -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+            -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+            FOR poll IN 1..16 LOOP
+              EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+            END LOOP;
           END IF;
-          PERFORM pg_catalog.pg_sleep(0.001);
-          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
-          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
-          FOR poll IN 1..16 LOOP
-            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
-          END LOOP;
-        END IF;
-      END LOOP;
+        END LOOP;
+      END IF;
       EXIT WHEN timed_out;
       -- The second function returns no row: it takes the end of the answer, so the connection is free again.
       SELECT t.data INTO result
@@ -615,6 +647,7 @@ DECLARE
   timeout_ms integer;
   started timestamptz;
   spin_until timestamptz;
+  blocking boolean;
   timed_out boolean := false;
 BEGIN
   command := 'svc_decrypt ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
@@ -623,6 +656,11 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  setting := pg_catalog.current_setting('svc.dblink_wait', true);
+  blocking := CASE WHEN setting IS NULL OR setting IN ('', 'poll') THEN false WHEN setting = 'block' THEN true END;
+  IF blocking IS NULL THEN
+    RAISE EXCEPTION 'svc.dblink_wait must be poll or block, got "%"', setting USING ERRCODE = 'SV003';
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -633,24 +671,26 @@ BEGIN
         -- The connection broke while idle: handled as a broken connection below (one new connection).
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
-      started := pg_catalog.clock_timestamp();
-      spin_until := started + interval '0.5 milliseconds';
-      WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
-        IF pg_catalog.clock_timestamp() > spin_until THEN
-          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
-            -- The answer may still come; closing the connection makes sure it is never read as another's.
-            PERFORM @D@.dblink_disconnect('svc_engine');
-            timed_out := true;
-            EXIT;
+      IF NOT blocking THEN
+        started := pg_catalog.clock_timestamp();
+        spin_until := started + interval '0.5 milliseconds';
+        WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
+          IF pg_catalog.clock_timestamp() > spin_until THEN
+            IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+              -- The answer may still come; closing the connection makes sure it is never read as another's.
+              PERFORM @D@.dblink_disconnect('svc_engine');
+              timed_out := true;
+              EXIT;
+            END IF;
+            PERFORM pg_catalog.pg_sleep(0.001);
+            -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+            -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+            FOR poll IN 1..16 LOOP
+              EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+            END LOOP;
           END IF;
-          PERFORM pg_catalog.pg_sleep(0.001);
-          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
-          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
-          FOR poll IN 1..16 LOOP
-            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
-          END LOOP;
-        END IF;
-      END LOOP;
+        END LOOP;
+      END IF;
       EXIT WHEN timed_out;
       -- The second function returns no row: it takes the end of the answer, so the connection is free again.
       SELECT t.data INTO result
@@ -742,6 +782,7 @@ DECLARE
   timeout_ms integer;
   started timestamptz;
   spin_until timestamptz;
+  blocking boolean;
   timed_out boolean := false;
 BEGIN
   command := 'svc_rewrap ' || coalesce(nullif(pg_catalog.encode(pg_catalog.convert_to(data, 'UTF8'), 'base64'), ''), '-');
@@ -750,6 +791,11 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  setting := pg_catalog.current_setting('svc.dblink_wait', true);
+  blocking := CASE WHEN setting IS NULL OR setting IN ('', 'poll') THEN false WHEN setting = 'block' THEN true END;
+  IF blocking IS NULL THEN
+    RAISE EXCEPTION 'svc.dblink_wait must be poll or block, got "%"', setting USING ERRCODE = 'SV003';
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -760,24 +806,26 @@ BEGIN
         -- The connection broke while idle: handled as a broken connection below (one new connection).
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
-      started := pg_catalog.clock_timestamp();
-      spin_until := started + interval '0.5 milliseconds';
-      WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
-        IF pg_catalog.clock_timestamp() > spin_until THEN
-          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
-            -- The answer may still come; closing the connection makes sure it is never read as another's.
-            PERFORM @D@.dblink_disconnect('svc_engine');
-            timed_out := true;
-            EXIT;
+      IF NOT blocking THEN
+        started := pg_catalog.clock_timestamp();
+        spin_until := started + interval '0.5 milliseconds';
+        WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
+          IF pg_catalog.clock_timestamp() > spin_until THEN
+            IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+              -- The answer may still come; closing the connection makes sure it is never read as another's.
+              PERFORM @D@.dblink_disconnect('svc_engine');
+              timed_out := true;
+              EXIT;
+            END IF;
+            PERFORM pg_catalog.pg_sleep(0.001);
+            -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+            -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+            FOR poll IN 1..16 LOOP
+              EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+            END LOOP;
           END IF;
-          PERFORM pg_catalog.pg_sleep(0.001);
-          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
-          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
-          FOR poll IN 1..16 LOOP
-            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
-          END LOOP;
-        END IF;
-      END LOOP;
+        END LOOP;
+      END IF;
       EXIT WHEN timed_out;
       -- The second function returns no row: it takes the end of the answer, so the connection is free again.
       SELECT t.data INTO result
@@ -941,6 +989,7 @@ DECLARE
   timeout_ms integer;
   started timestamptz;
   spin_until timestamptz;
+  blocking boolean;
 BEGIN
   key := @S@.svc__dblink_ahead_key('svc_array_collect', op, data, policy_code);
   state := @S@.svc__dblink_ahead_state();
@@ -966,6 +1015,11 @@ BEGIN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
   END IF;
+  setting := pg_catalog.current_setting('svc.dblink_wait', true);
+  blocking := CASE WHEN setting IS NULL OR setting IN ('', 'poll') THEN false WHEN setting = 'block' THEN true END;
+  IF blocking IS NULL THEN
+    RAISE EXCEPTION 'svc.dblink_wait must be poll or block, got "%"', setting USING ERRCODE = 'SV003';
+  END IF;
   FOR attempt IN 1..2 LOOP
     BEGIN
       IF NOT coalesce(conn = ANY (@D@.dblink_get_connections()), false) THEN
@@ -975,22 +1029,24 @@ BEGIN
           RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
         END IF;
       END IF;
-      started := pg_catalog.clock_timestamp();
-      spin_until := started + interval '0.5 milliseconds';
-      WHILE @D@.dblink_is_busy(conn) = 1 LOOP
-        IF pg_catalog.clock_timestamp() > spin_until THEN
-          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
-            RAISE EXCEPTION 'svc_array_collect: engine at foreign server ${SERVER_NAME} did not answer within svc.timeout_ms (% ms)', timeout_ms
-              USING ERRCODE = 'SV002';
+      IF NOT blocking THEN
+        started := pg_catalog.clock_timestamp();
+        spin_until := started + interval '0.5 milliseconds';
+        WHILE @D@.dblink_is_busy(conn) = 1 LOOP
+          IF pg_catalog.clock_timestamp() > spin_until THEN
+            IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+              RAISE EXCEPTION 'svc_array_collect: engine at foreign server ${SERVER_NAME} did not answer within svc.timeout_ms (% ms)', timeout_ms
+                USING ERRCODE = 'SV002';
+            END IF;
+            PERFORM pg_catalog.pg_sleep(0.001);
+            -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+            -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+            FOR poll IN 1..16 LOOP
+              EXIT WHEN @D@.dblink_is_busy(conn) = 0;
+            END LOOP;
           END IF;
-          PERFORM pg_catalog.pg_sleep(0.001);
-          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
-          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
-          FOR poll IN 1..16 LOOP
-            EXIT WHEN @D@.dblink_is_busy(conn) = 0;
-          END LOOP;
-        END IF;
-      END LOOP;
+        END LOOP;
+      END IF;
       SELECT pg_catalog.array_agg(t.data ORDER BY t.i) INTO res
         FROM ROWS FROM (@D@.dblink_get_result(conn) AS (i integer, data text), @D@.dblink_get_result(conn) AS (end_of_answer text)) AS t;
       IF coalesce(pg_catalog.cardinality(res), 0) <> total THEN
@@ -1047,6 +1103,7 @@ DECLARE
   timeout_ms integer;
   started timestamptz;
   spin_until timestamptz;
+  blocking boolean;
   timed_out boolean := false;
 BEGIN
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
@@ -1054,6 +1111,11 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  setting := pg_catalog.current_setting('svc.dblink_wait', true);
+  blocking := CASE WHEN setting IS NULL OR setting IN ('', 'poll') THEN false WHEN setting = 'block' THEN true END;
+  IF blocking IS NULL THEN
+    RAISE EXCEPTION 'svc.dblink_wait must be poll or block, got "%"', setting USING ERRCODE = 'SV003';
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -1064,24 +1126,26 @@ BEGIN
         -- The connection broke while idle: handled as a broken connection below (one new connection).
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
-      started := pg_catalog.clock_timestamp();
-      spin_until := started + interval '0.5 milliseconds';
-      WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
-        IF pg_catalog.clock_timestamp() > spin_until THEN
-          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
-            -- The answer may still come; closing the connection makes sure it is never read as another's.
-            PERFORM @D@.dblink_disconnect('svc_engine');
-            timed_out := true;
-            EXIT;
+      IF NOT blocking THEN
+        started := pg_catalog.clock_timestamp();
+        spin_until := started + interval '0.5 milliseconds';
+        WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
+          IF pg_catalog.clock_timestamp() > spin_until THEN
+            IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+              -- The answer may still come; closing the connection makes sure it is never read as another's.
+              PERFORM @D@.dblink_disconnect('svc_engine');
+              timed_out := true;
+              EXIT;
+            END IF;
+            PERFORM pg_catalog.pg_sleep(0.001);
+            -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+            -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+            FOR poll IN 1..16 LOOP
+              EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+            END LOOP;
           END IF;
-          PERFORM pg_catalog.pg_sleep(0.001);
-          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
-          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
-          FOR poll IN 1..16 LOOP
-            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
-          END LOOP;
-        END IF;
-      END LOOP;
+        END LOOP;
+      END IF;
       EXIT WHEN timed_out;
       -- The second function returns no row: it takes the end of the answer, so the connection is free again.
       SELECT pg_catalog.array_agg(t.data ORDER BY t.key_version DESC) INTO result
@@ -1131,6 +1195,7 @@ DECLARE
   timeout_ms integer;
   started timestamptz;
   spin_until timestamptz;
+  blocking boolean;
   timed_out boolean := false;
 BEGIN
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
@@ -1138,6 +1203,11 @@ BEGIN
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  setting := pg_catalog.current_setting('svc.dblink_wait', true);
+  blocking := CASE WHEN setting IS NULL OR setting IN ('', 'poll') THEN false WHEN setting = 'block' THEN true END;
+  IF blocking IS NULL THEN
+    RAISE EXCEPTION 'svc.dblink_wait must be poll or block, got "%"', setting USING ERRCODE = 'SV003';
   END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
@@ -1148,24 +1218,26 @@ BEGIN
         -- The connection broke while idle: handled as a broken connection below (one new connection).
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
-      started := pg_catalog.clock_timestamp();
-      spin_until := started + interval '0.5 milliseconds';
-      WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
-        IF pg_catalog.clock_timestamp() > spin_until THEN
-          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
-            -- The answer may still come; closing the connection makes sure it is never read as another's.
-            PERFORM @D@.dblink_disconnect('svc_engine');
-            timed_out := true;
-            EXIT;
+      IF NOT blocking THEN
+        started := pg_catalog.clock_timestamp();
+        spin_until := started + interval '0.5 milliseconds';
+        WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
+          IF pg_catalog.clock_timestamp() > spin_until THEN
+            IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+              -- The answer may still come; closing the connection makes sure it is never read as another's.
+              PERFORM @D@.dblink_disconnect('svc_engine');
+              timed_out := true;
+              EXIT;
+            END IF;
+            PERFORM pg_catalog.pg_sleep(0.001);
+            -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+            -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+            FOR poll IN 1..16 LOOP
+              EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+            END LOOP;
           END IF;
-          PERFORM pg_catalog.pg_sleep(0.001);
-          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
-          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
-          FOR poll IN 1..16 LOOP
-            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
-          END LOOP;
-        END IF;
-      END LOOP;
+        END LOOP;
+      END IF;
       EXIT WHEN timed_out;
       -- The second function returns no row: it takes the end of the answer, so the connection is free again.
       SELECT pg_catalog.jsonb_build_object('status', t.status, 'service', t.service, 'version', t.version) INTO result
@@ -1216,6 +1288,7 @@ DECLARE
   timeout_ms integer;
   started timestamptz;
   spin_until timestamptz;
+  blocking boolean;
   timed_out boolean := false;
 BEGIN
   -- Only the address options: a dblink_fdw server cannot hold a password (those live in user mappings).
@@ -1229,6 +1302,11 @@ BEGIN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
   END IF;
+  setting := pg_catalog.current_setting('svc.dblink_wait', true);
+  blocking := CASE WHEN setting IS NULL OR setting IN ('', 'poll') THEN false WHEN setting = 'block' THEN true END;
+  IF blocking IS NULL THEN
+    RAISE EXCEPTION 'svc.dblink_wait must be poll or block, got "%"', setting USING ERRCODE = 'SV003';
+  END IF;
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce('svc_engine' = ANY (@D@.dblink_get_connections()), false) THEN
       PERFORM @S@.svc__dblink_connect(op);
@@ -1238,24 +1316,26 @@ BEGIN
         -- The connection broke while idle: handled as a broken connection below (one new connection).
         RAISE EXCEPTION 'the command could not be sent' USING ERRCODE = 'connection_failure';
       END IF;
-      started := pg_catalog.clock_timestamp();
-      spin_until := started + interval '0.5 milliseconds';
-      WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
-        IF pg_catalog.clock_timestamp() > spin_until THEN
-          IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
-            -- The answer may still come; closing the connection makes sure it is never read as another's.
-            PERFORM @D@.dblink_disconnect('svc_engine');
-            timed_out := true;
-            EXIT;
+      IF NOT blocking THEN
+        started := pg_catalog.clock_timestamp();
+        spin_until := started + interval '0.5 milliseconds';
+        WHILE @D@.dblink_is_busy('svc_engine') = 1 LOOP
+          IF pg_catalog.clock_timestamp() > spin_until THEN
+            IF pg_catalog.clock_timestamp() - started >= timeout_ms * interval '1 millisecond' THEN
+              -- The answer may still come; closing the connection makes sure it is never read as another's.
+              PERFORM @D@.dblink_disconnect('svc_engine');
+              timed_out := true;
+              EXIT;
+            END IF;
+            PERFORM pg_catalog.pg_sleep(0.001);
+            -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
+            -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
+            FOR poll IN 1..16 LOOP
+              EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
+            END LOOP;
           END IF;
-          PERFORM pg_catalog.pg_sleep(0.001);
-          -- libpq takes in one socket read per poll, and a large answer waits in the socket for the next:
-          -- a burst of polls takes in what arrived during the sleep, so the engine can write the rest.
-          FOR poll IN 1..16 LOOP
-            EXIT WHEN @D@.dblink_is_busy('svc_engine') = 0;
-          END LOOP;
-        END IF;
-      END LOOP;
+        END LOOP;
+      END IF;
       EXIT WHEN timed_out;
       -- The second function returns no row: it takes the end of the answer, so the connection is free again.
       SELECT pg_catalog.jsonb_build_object('engineVersion', t.engine_version, 'runtimeVersion', t.runtime_version,

@@ -70,21 +70,30 @@ const b64 = (expr: string) => `coalesce(nullif(pg_catalog.encode(pg_catalog.conv
 const C = `'${CONNECTION_NAME}'`;
 const C2 = `'${SECOND_CONNECTION_NAME}'`;
 
-/** Reads svc.timeout_ms into timeout_ms (declared with WAIT_DECLARE), inline for the common values. */
-const READ_TIMEOUT = `
+/**
+ * Reads svc.timeout_ms into timeout_ms, inline for the common values, and svc.dblink_wait into blocking
+ * (both declared with WAIT_DECLARE).
+ */
+const READ_SETTINGS = `
   setting := pg_catalog.current_setting('svc.timeout_ms', true);
   timeout_ms := CASE WHEN setting IS NULL OR setting = '' THEN 5000 WHEN setting ~ '^[0-9]{1,7}$' THEN setting::integer END;
   IF timeout_ms IS NULL OR timeout_ms < 1 OR timeout_ms > 3600000 THEN
     -- Anything else (blanks around the number, or not a number): the helper reads it or raises SV003.
     timeout_ms := @S@.svc__dblink_setting('svc.timeout_ms', 5000, 3600000);
+  END IF;
+  setting := pg_catalog.current_setting('svc.dblink_wait', true);
+  blocking := CASE WHEN setting IS NULL OR setting IN ('', 'poll') THEN false WHEN setting = 'block' THEN true END;
+  IF blocking IS NULL THEN
+    RAISE EXCEPTION 'svc.dblink_wait must be poll or block, got "%"', setting USING ERRCODE = 'SV003';
   END IF;`;
 
 /**
  * The wait for an answer on `conn` (see roundTrip), indented by `indent`; `onTimeout`: the statements run
- * when svc.timeout_ms has passed.
+ * when svc.timeout_ms has passed. With svc.dblink_wait = 'block' there is none: the fetch after it waits
+ * in libpq, on the socket.
  */
 function waitForAnswer(conn: string, onTimeout: readonly string[], indent: string): string {
-  return [
+  const poll = [
     'started := pg_catalog.clock_timestamp();',
     `spin_until := started + interval '${SPIN_MS} milliseconds';`,
     `WHILE @D@.dblink_is_busy(${conn}) = 1 LOOP`,
@@ -100,9 +109,8 @@ function waitForAnswer(conn: string, onTimeout: readonly string[], indent: strin
     '    END LOOP;',
     '  END IF;',
     'END LOOP;',
-  ]
-    .map((line) => indent + line)
-    .join('\n');
+  ];
+  return ['IF NOT blocking THEN', ...poll.map((line) => `  ${line}`), 'END IF;'].map((line) => indent + line).join('\n');
 }
 
 /**
@@ -119,7 +127,7 @@ function waitForAnswer(conn: string, onTimeout: readonly string[], indent: strin
  * still on its way is never read as another call's (and the next call need not find a busy connection).
  */
 function roundTrip(fetch: string): string {
-  return `${READ_TIMEOUT}
+  return `${READ_SETTINGS}
   FOR attempt IN 1..2 LOOP
     IF NOT coalesce(${C} = ANY (@D@.dblink_get_connections()), false) THEN
       PERFORM @S@.svc__dblink_connect(op);
@@ -172,7 +180,8 @@ const WAIT_DECLARE = `
   setting text;
   timeout_ms integer;
   started timestamptz;
-  spin_until timestamptz;`;
+  spin_until timestamptz;
+  blocking boolean;`;
 
 const ROUND_TRIP_DECLARE = `${WAIT_DECLARE}
   timed_out boolean := false;`;
@@ -376,7 +385,7 @@ BEGIN
   pos := ARRAY(SELECT (u.o + pg_catalog.array_lower(data, 1) - 1)::integer
                  FROM pg_catalog.unnest(data) WITH ORDINALITY AS u(v, o) WHERE u.v IS NOT NULL ORDER BY u.o);
   total := pg_catalog.cardinality(args);
-  IF total = 0 THEN RETURN out; END IF;${READ_TIMEOUT}
+  IF total = 0 THEN RETURN out; END IF;${READ_SETTINGS}
   LOOP
     BEGIN
       LOOP
@@ -598,7 +607,7 @@ BEGIN
   END IF;
   pos := ARRAY(SELECT (u.o + pg_catalog.array_lower(data, 1) - 1)::integer
                  FROM pg_catalog.unnest(data) WITH ORDINALITY AS u(v, o) WHERE u.v IS NOT NULL ORDER BY u.o);
-  total := pg_catalog.cardinality(pos);${READ_TIMEOUT}
+  total := pg_catalog.cardinality(pos);${READ_SETTINGS}
   FOR attempt IN 1..2 LOOP
     BEGIN
       IF NOT coalesce(conn = ANY (@D@.dblink_get_connections()), false) THEN
