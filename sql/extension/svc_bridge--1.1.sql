@@ -3203,7 +3203,7 @@ BEGIN
   END;
   WHILE keys IS NOT NULL LOOP
     BEGIN
-      take := least(chunk_rows, take * 2);
+      take := least(chunk_rows::bigint, take::bigint * 2);
       EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], take;
       IF next_keys IS NOT NULL THEN
         PERFORM @SCHEMA@.svc_array_send('encrypt', next_vals, policy_code);
@@ -3314,7 +3314,7 @@ BEGIN
   END;
   WHILE keys IS NOT NULL LOOP
     BEGIN
-      take := least(chunk_rows, take * 2);
+      take := least(chunk_rows::bigint, take::bigint * 2);
       EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], take;
       IF next_keys IS NOT NULL THEN
         PERFORM @SCHEMA@.svc_array_send('decrypt', next_vals, NULL);
@@ -3478,7 +3478,7 @@ BEGIN
   END;
   WHILE keys IS NOT NULL LOOP
     BEGIN
-      take := least(chunk_rows, take * 2);
+      take := least(chunk_rows::bigint, take::bigint * 2);
       EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], take, newest;
       IF next_keys IS NOT NULL THEN
         PERFORM @SCHEMA@.svc_array_send('rewrap', next_vals, NULL);

@@ -124,7 +124,7 @@ BEGIN
   END;
   WHILE keys IS NOT NULL LOOP
     BEGIN
-      take := least(chunk_rows, take * 2);
+      take := least(chunk_rows::bigint, take::bigint * 2);
       EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], take, newest;
       IF next_keys IS NOT NULL THEN
         PERFORM @SCHEMA@.svc_array_send('rewrap', next_vals, NULL);

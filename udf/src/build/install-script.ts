@@ -383,7 +383,7 @@ ${raiseAgain('    ')}
   END;
   WHILE keys IS NOT NULL LOOP
     BEGIN
-      take := least(chunk_rows, take * 2);
+      take := least(chunk_rows::bigint, take::bigint * 2);
       EXECUTE read_sql INTO next_keys, next_vals USING keys[pg_catalog.cardinality(keys)], ${readArgs};
       IF next_keys IS NOT NULL THEN
         ${send('next_vals')}
