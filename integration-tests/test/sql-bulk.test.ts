@@ -68,6 +68,15 @@ describe('svc_encrypt_column / svc_decrypt_column', () => {
     expect(await count('email IS DISTINCT FROM original')).toBe(0);
   });
 
+  it('starts with a chunk of 1000 rows and doubles it up to chunk_rows, so the first answer comes soon', async () => {
+    await fill('ramp', 9000);
+    const nonNull = 9000 - Math.floor(9000 / 17);
+    const done = (notices: string[]) => notices.filter((n) => n.includes('rows done')).map((n) => Number(/: (\d+) rows done/.exec(n)?.[1]));
+    expect(done(await call('CALL svc_encrypt_column($1, $2, $3, 3000)', ['ramp', 'email', POLICIES.random]))).toEqual([1000, 3000, 6000, nonNull]);
+    expect(done(await call('CALL svc_decrypt_column($1, $2)', ['ramp', 'email']))).toEqual([1000, 3000, 7000, nonNull]);
+    expect(await count('email IS DISTINCT FROM original', 'ramp')).toBe(0);
+  });
+
   it('resumes after an interruption and encrypts every row exactly once', async () => {
     await fill('accounts', 10_000);
     const nonNull = 10_000 - Math.floor(10_000 / 17);
