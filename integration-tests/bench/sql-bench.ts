@@ -314,7 +314,7 @@ async function main(): Promise<void> {
     for (const [key, figure] of await bridgeFigures(dblinkUrl, enginePid, 'db', 'dblink', dblinkFloor(dblinkUrl, 'floor: dblink round trip to PostgreSQL per row'))) {
       figures.set(key, figure);
     }
-    // The same bridge waiting on the socket (svc.dblink_wait = 'block', docs/sql.md §2), in a database of its own.
+    // The same bridge waiting on the socket (svc.dblink_wait = 'block', docs/sql.md §1a), in a database of its own.
     const blockingUrl = await bridgeDatabase(postgres.adminUrl, 'svc_bench_dblink_block', { 'svc.bridge': 'dblink' }, async (u) => {
       await setDblinkServer(u, { port: pgPort, password: BENCH_PG_PASSWORD });
       await withClient(u, (c) => c.query("ALTER DATABASE svc_bench_dblink_block SET svc.dblink_wait = 'block'"));
@@ -372,8 +372,8 @@ async function main(): Promise<void> {
   ratio('dblink array form / engine binary-frame batch', 'db.array', 'engine', 0.8, true);
   ratio('dblink bulk procedure / engine binary-frame batch', 'db.bulk', 'engine', 0.6, true);
   ratio("dblink, svc.dblink_wait = 'block': per row / its floor", 'dbb.row', 'dbb.floor', 0.6);
-  ratio("dblink, svc.dblink_wait = 'block': per row, 8 sessions / 1", 'dbb.row8', 'dbb.row', 3, true);
-  ratio("dblink, svc.dblink_wait = 'block': 8 sessions / poll's 8", 'dbb.row8', 'db.row8');
+  ratio(`dblink, svc.dblink_wait = 'block': per row, ${SESSIONS} sessions / 1`, 'dbb.row8', 'dbb.row', 3, true);
+  ratio(`dblink, svc.dblink_wait = 'block': ${SESSIONS} sessions / polling's`, 'dbb.row8', 'db.row8');
   ratio("dblink, svc.dblink_wait = 'block': array form / engine batch", 'dbb.array', 'engine', 0.8, true);
   ratio("dblink, svc.dblink_wait = 'block': bulk / engine batch", 'dbb.bulk', 'engine', 0.6, true);
   console.log(`(the floors' own ${SESSIONS}-session scaling, for comparison: PL/Python ` +

@@ -63,8 +63,8 @@ BEGIN
     UPDATE %1$s t SET %2$I = u.new
       FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS u(k, old, new)
      WHERE t.%3$I = u.k::%4$s AND t.%2$I::text = u.old$q$, tbl, col, key_col, key_type);
-  -- The first chunk is small and each next one twice the last, up to chunk_rows: the engine's first answer
-  -- comes back while the next chunk is read, rather than after a full chunk the procedure waits for idle.
+  -- The first chunk is small and each next one twice the last, up to chunk_rows, so the procedure does not
+  -- sit idle while the engine does a whole first chunk.
   take := least(chunk_rows, 1000);
   BEGIN
     EXECUTE read_sql INTO keys, vals USING NULL::text, take;
@@ -174,8 +174,8 @@ BEGIN
     UPDATE %1$s t SET %2$I = u.new
       FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS u(k, old, new)
      WHERE t.%3$I = u.k::%4$s AND t.%2$I::text = u.old$q$, tbl, col, key_col, key_type);
-  -- The first chunk is small and each next one twice the last, up to chunk_rows: the engine's first answer
-  -- comes back while the next chunk is read, rather than after a full chunk the procedure waits for idle.
+  -- The first chunk is small and each next one twice the last, up to chunk_rows, so the procedure does not
+  -- sit idle while the engine does a whole first chunk.
   take := least(chunk_rows, 1000);
   BEGIN
     EXECUTE read_sql INTO keys, vals USING NULL::text, take;

@@ -370,8 +370,8 @@ function walkPipeline(w: {
      WHERE t.%3$I = u.k::%4$s AND t.%2$I::text = u.old${w.onlyChanged ? ' AND u.new IS DISTINCT FROM u.old' : ''}`,
     'q',
   )}, tbl, col, key_col, key_type);
-  -- The first chunk is small and each next one twice the last, up to chunk_rows: the engine's first answer
-  -- comes back while the next chunk is read, rather than after a full chunk the procedure waits for idle.
+  -- The first chunk is small and each next one twice the last, up to chunk_rows, so the procedure does not
+  -- sit idle while the engine does a whole first chunk.
   take := least(chunk_rows, ${FIRST_CHUNK_ROWS});
   BEGIN
     EXECUTE read_sql INTO keys, vals USING NULL::text, ${readArgs};
