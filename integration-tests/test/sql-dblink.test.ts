@@ -396,6 +396,13 @@ describe('failures', () => {
       const values = ['b1', null, 'b2', 'b3', '', 'b4', 'b5'];
       expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1::text[], $2)) AS v', [values, POLICIES.random])).rows[0]?.v).toEqual(values);
       expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', ['one', POLICIES.random])).rows[0]?.v).toBe('one');
+      // The bulk procedures wait for the chunks they sent ahead the same way.
+      await c.query('TRUNCATE customers');
+      await c.query("INSERT INTO customers SELECT i, 'user' || i || '@example.com' FROM generate_series(1, 2500) i");
+      await c.query("CALL svc_encrypt_column('customers', 'email', $1, 1000)", [POLICIES.random]);
+      expect((await c.query<Row>("SELECT count(*)::int AS n FROM customers WHERE email ~ '^hub:PII_EMAIL:'")).rows[0]?.n).toBe(2500);
+      await c.query("CALL svc_decrypt_column('customers', 'email')");
+      expect((await c.query<Row>("SELECT count(*)::int AS n FROM customers WHERE email <> 'user' || id || '@example.com'")).rows[0]?.n).toBe(0);
     });
     // Every answer of the engine arrives 1.2 s late.
     const proxy = await startStallingProxy(engine.pgPort as number, 1200);
