@@ -1,10 +1,11 @@
 // A small HTTP proxy in front of the engine for fault tests: it counts requests per path (and the most in
 // flight at once), can hold answers back (a slow engine), and can be switched to swallow requests without
-// answering (a hung engine) or to reset every connection.
+// answering (a hung engine), to stop reading them at all (an engine stuck before it reads the body), or to
+// reset every connection.
 import { createServer, type IncomingMessage, request, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 
-export type ProxyMode = 'forward' | 'hang' | 'reset';
+export type ProxyMode = 'forward' | 'hang' | 'deaf' | 'reset';
 
 export interface FaultProxy {
   readonly url: string;
@@ -48,6 +49,11 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     const path = req.url ?? '/';
     counts.set(path, (counts.get(path) ?? 0) + 1);
     if (proxy.mode === 'hang') return; // keep the connection open, never answer
+    if (proxy.mode === 'deaf') {
+      // Read nothing more: once the socket buffers are full, the caller's send waits.
+      req.socket.pause();
+      return;
+    }
     if (proxy.mode === 'reset') {
       req.socket.destroy();
       return;

@@ -342,6 +342,30 @@ describe('engine faults', () => {
     }
   });
 
+  it('an engine that stops reading a large request: SV002 after svc.timeout_ms, and statement_timeout interrupts the send', async () => {
+    proxy.mode = 'deaf';
+    // One 16 MB value goes in a request of its own, more than the socket buffers hold: the send waits.
+    const big = "SELECT length(svc_encrypt(repeat('x', 16000000), 'PII_EMAIL'))";
+    try {
+      const error = await sqlError(async (c) => {
+        await c.query("SET svc.timeout_ms = '500'");
+        await c.query(big);
+      });
+      expect(error.code).toBe('SV002');
+      expect(error.message).toContain('did not answer within svc.timeout_ms (500 ms)');
+      const started = performance.now();
+      const timedOut = await sqlError(async (c) => {
+        await c.query("SET svc.timeout_ms = '600000'; SET statement_timeout = '300ms'");
+        await c.query(big);
+      });
+      expect(timedOut.code).toBe('57014');
+      expect(performance.now() - started).toBeLessThan(5000);
+    } finally {
+      proxy.mode = 'forward';
+      proxy.dropConnections();
+    }
+  });
+
   it('keeps one keep-alive connection per backend across calls, and a second one for arrays of several chunks', async () => {
     const before = proxy.connections();
     await withClient(url, async (c) => {
