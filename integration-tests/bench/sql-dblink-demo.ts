@@ -60,7 +60,7 @@ async function main(): Promise<void> {
         console.log(`\n-- ${path.slice(path.indexOf('sql/'))}`);
         await c.query(readFileSync(path, 'utf8'));
       }
-      await run(c, `CREATE SERVER svc_engine FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '127.0.0.1', port '${pgPort}', dbname 'svc')`);
+      await run(c, `CREATE SERVER svc_engine FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host '127.0.0.1', port '${pgPort}', dbname 'svc', connect_timeout '5', tcp_user_timeout '10000')`);
       await c.query(`CREATE USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (user 'svc', password '${ENGINE_PASSWORD}')`);
       console.log('\nCREATE USER MAPPING FOR CURRENT_USER SERVER svc_engine OPTIONS (user \'svc\', password \'…\')');
       await c.query(`DROP ROLE IF EXISTS ${APP}`);

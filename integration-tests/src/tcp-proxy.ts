@@ -64,15 +64,21 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
 
 /**
  * A TCP proxy to 127.0.0.1:`target` (the engine) that can stop forwarding what the client sends (an engine
- * that hangs: stall(true)), and that holds every chunk from the engine back for `answerDelayMs` (a slow one).
+ * that hangs: stall(true)), stop reading it at all, so the client's sends fill the socket buffers and wait
+ * (deafen(true)), and that holds every chunk from the engine back for `answerDelayMs` (a slow one).
  */
 export async function startStallingProxy(
   target: number,
   answerDelayMs = 0,
-): Promise<{ port: number; stall: (on: boolean) => void; open: () => number; close: () => Promise<void> }> {
+): Promise<{ port: number; stall: (on: boolean) => void; deafen: (on: boolean) => void; open: () => number; close: () => Promise<void> }> {
   let stalled = false;
+  let deaf = false;
   const sockets = new Set<Socket>();
+  const clients = new Set<Socket>();
   const server = createServer((client) => {
+    clients.add(client);
+    client.on('close', () => clients.delete(client));
+    if (deaf) client.pause();
     const upstream = connect(target, '127.0.0.1');
     for (const s of [client, upstream]) {
       sockets.add(s);
@@ -91,6 +97,13 @@ export async function startStallingProxy(
     port: (server.address() as { port: number }).port,
     stall: (on) => {
       stalled = on;
+    },
+    deafen: (on) => {
+      deaf = on;
+      for (const client of clients) {
+        if (on) client.pause();
+        else client.resume();
+      }
     },
     /** Client connections open now. */
     open: () => [...sockets].filter((s) => s.remotePort !== target).length,

@@ -427,6 +427,33 @@ describe('failures', () => {
     }
   });
 
+  it('with tcp_user_timeout in the server options, a large command to an engine that stops reading gives up instead of holding the session', async () => {
+    // dblink writes a command in one blocking send: once the socket buffers are full, nothing in PostgreSQL
+    // (svc.timeout_ms, statement_timeout, a cancel, pg_terminate_backend) ends it; the kernel does, after
+    // tcp_user_timeout without progress.
+    const proxy = await startStallingProxy(engine.pgPort as number);
+    await asAdmin((c) => c.query(`ALTER SERVER svc_engine OPTIONS (SET port '${proxy.port}', ADD tcp_user_timeout '1000', ADD connect_timeout '2')`));
+    try {
+      await asApp(async (c) => {
+        expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', ['warm', POLICIES.random])).rows[0]?.v).toBe('warm');
+        proxy.deafen(true);
+        await c.query("SET svc.timeout_ms = '1000'");
+        const started = performance.now();
+        // 5 MB: a command of 6.7 million characters, more than the socket buffers hold.
+        const stuck = await sqlFailure(c.query("SELECT length(svc_encrypt(repeat('x', 5000000), 'PII_EMAIL'))"));
+        expect(stuck.code).toBe('SV002');
+        expect(stuck.message).toBe('svc_encrypt: engine at foreign server svc_engine is unreachable');
+        expect(performance.now() - started).toBeLessThan(15_000);
+        proxy.deafen(false);
+        expect((await c.query<Row>('SELECT svc_decrypt(svc_encrypt($1, $2)) AS v', ['after', POLICIES.random])).rows[0]?.v).toBe('after');
+      });
+    } finally {
+      proxy.deafen(false);
+      await asAdmin((c) => c.query(`ALTER SERVER svc_engine OPTIONS (SET port '${engine.pgPort}', DROP tcp_user_timeout, DROP connect_timeout)`));
+      await proxy.close();
+    }
+  });
+
   it('sends an array over one connection when the engine refuses a second', async () => {
     const pgPort = await freePort();
     const small = await startEngine({
