@@ -74,10 +74,9 @@ export async function startStallingProxy(
   let stalled = false;
   let deaf = false;
   const sockets = new Set<Socket>();
-  const clients = new Set<Socket>();
+  /** The client sides of the open connections. */
+  const clients = () => [...sockets].filter((s) => s.remotePort !== target);
   const server = createServer((client) => {
-    clients.add(client);
-    client.on('close', () => clients.delete(client));
     if (deaf) client.pause();
     const upstream = connect(target, '127.0.0.1');
     for (const s of [client, upstream]) {
@@ -100,13 +99,13 @@ export async function startStallingProxy(
     },
     deafen: (on) => {
       deaf = on;
-      for (const client of clients) {
+      for (const client of clients()) {
         if (on) client.pause();
         else client.resume();
       }
     },
     /** Client connections open now. */
-    open: () => [...sockets].filter((s) => s.remotePort !== target).length,
+    open: () => clients().length,
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();
