@@ -3,6 +3,7 @@
 // process serving its PostgreSQL wire endpoint. Everything the application does runs as an ordinary
 // role (NOSUPERUSER, granted svc_user), including the attempts to send values to another address, which
 // a TCP listener proves never arrive.
+import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -92,6 +93,27 @@ describe('install', () => {
     expect(await dump()).toBe(installed);
     await uninstall(db);
     expect(await dump()).toBe(before);
+  });
+
+  it('says at install which timeouts the server options lack', async () => {
+    const [bridgeMigration] = migrationPaths();
+    const notices = () =>
+      withClient(url, async (c) => {
+        const seen: string[] = [];
+        c.on('notice', (n) => seen.push(n.message ?? ''));
+        await c.query(readFileSync(bridgeMigration as string, 'utf8'));
+        return seen.filter((m) => m.includes('timeout'));
+      });
+    // The server of this file is made like setDblinkServer makes it: neither option.
+    expect(await notices()).toEqual([
+      'svc bridge: the options of the foreign server svc_engine have no connect_timeout and tcp_user_timeout: without them a connect, or a large command to an engine that stops reading, can hold a session beyond svc.timeout_ms and every cancel',
+    ]);
+    await asAdmin((c) => c.query("ALTER SERVER svc_engine OPTIONS (ADD connect_timeout '5', ADD tcp_user_timeout '10000')"));
+    try {
+      expect(await notices()).toEqual([]);
+    } finally {
+      await asAdmin((c) => c.query('ALTER SERVER svc_engine OPTIONS (DROP connect_timeout, DROP tcp_user_timeout)'));
+    }
   });
 });
 

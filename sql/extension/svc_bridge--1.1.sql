@@ -12,6 +12,7 @@ DECLARE
   py_prelude text;
   js_prelude text;
   dblink_schema text;
+  missing_options text;
   ext_function regprocedure;
 BEGIN
   SELECT l.lanname INTO previous
@@ -1386,6 +1387,14 @@ END$dl$, '@S@', quote_ident(target_schema)), '@D@', dblink_schema));
     LOOP
       EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', ext_function);
     END LOOP;
+    SELECT pg_catalog.string_agg(o.name, ' and ' ORDER BY o.name) INTO missing_options
+      FROM pg_catalog.pg_foreign_server s, (VALUES ('connect_timeout'), ('tcp_user_timeout')) AS o(name)
+     WHERE s.srvname = 'svc_engine'
+       AND NOT EXISTS (SELECT FROM pg_catalog.unnest(s.srvoptions) AS v WHERE pg_catalog.split_part(v, '=', 1) = o.name);
+    IF missing_options IS NOT NULL THEN
+      RAISE NOTICE 'svc bridge: the options of the foreign server svc_engine have no %: without them a connect, or a large command to an engine that stops reading, can hold a session beyond svc.timeout_ms and every cancel', missing_options
+        USING HINT = 'ALTER SERVER svc_engine OPTIONS (ADD connect_timeout ''5'', ADD tcp_user_timeout ''10000''), for those missing; see docs/sql.md §1a.';
+    END IF;
   ELSE
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_setting(text, integer, integer)', target_schema);
     EXECUTE format('DROP FUNCTION IF EXISTS %I.svc__dblink_connect(text, text)', target_schema);

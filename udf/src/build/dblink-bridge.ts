@@ -737,8 +737,23 @@ export function dblinkInstall(dollarQuote: (text: string, tag: string) => string
   // dblink's own functions are executable by PUBLIC by default; whoever may call them can open a connection
   // named like the bridge's and have values sent wherever it points.
   lines.push(forEachDblinkFunction('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', '    '));
+  lines.push(TIMEOUT_OPTIONS_NOTICE);
   return lines.join('\n');
 }
+
+/**
+ * At install (and re-apply): a NOTICE naming the timeouts the server's options lack. They bound the two waits
+ * the bridge cannot (docs/sql.md §1a): dblink's blocking connect, and its blocking send of a large command
+ * to an engine that stopped reading, which not even pg_terminate_backend ends.
+ */
+const TIMEOUT_OPTIONS_NOTICE = `    SELECT pg_catalog.string_agg(o.name, ' and ' ORDER BY o.name) INTO missing_options
+      FROM pg_catalog.pg_foreign_server s, (VALUES ('connect_timeout'), ('tcp_user_timeout')) AS o(name)
+     WHERE s.srvname = '${SERVER_NAME}'
+       AND NOT EXISTS (SELECT FROM pg_catalog.unnest(s.srvoptions) AS v WHERE pg_catalog.split_part(v, '=', 1) = o.name);
+    IF missing_options IS NOT NULL THEN
+      RAISE NOTICE 'svc bridge: the options of the foreign server ${SERVER_NAME} have no %: without them a connect, or a large command to an engine that stops reading, can hold a session beyond svc.timeout_ms and every cancel', missing_options
+        USING HINT = 'ALTER SERVER ${SERVER_NAME} OPTIONS (ADD connect_timeout ''5'', ADD tcp_user_timeout ''10000''), for those missing; see docs/sql.md §1a.';
+    END IF;`;
 
 /**
  * A loop (with `ext_function regprocedure` declared) running `statement` for each function of the named

@@ -95,6 +95,7 @@ function chooseSchemaAndBridge(mode: InstallMode): string {
   py_prelude text;
   js_prelude text;
   dblink_schema text;
+  missing_options text;
   ext_function regprocedure;
 BEGIN
   SELECT l.lanname INTO previous
